@@ -1,1 +1,43 @@
-fn main() {}
+//! netsweep: a protocol-independent network performance evaluator. This binary is only the
+//! command line; measurement lives in the crates.
+
+mod cli;
+mod cmd_list;
+mod cmd_report;
+mod cmd_run;
+mod cmd_serve;
+mod parse;
+mod signal;
+mod sink;
+mod time;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Exit code for usage errors (bad flags, sizes, files).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code for a run that failed.
+pub const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let command = cli.command.unwrap_or(cli::Command::Run(Box::new(cli.run)));
+    match command {
+        cli::Command::Run(args) => cmd_run::main(*args),
+        cli::Command::Serve(args) => cmd_serve::main(args),
+        cli::Command::Report(args) => cmd_report::main(args),
+        cli::Command::List => cmd_list::main(),
+    }
+}
+
+/// Prints a usage error and returns exit code 2.
+pub fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("netsweep: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// Prints a run failure and returns exit code 1.
+pub fn failure(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("netsweep: {msg}");
+    ExitCode::from(EXIT_FAILURE)
+}

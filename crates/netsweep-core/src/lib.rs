@@ -1,1 +1,15 @@
-//! netsweep-core
+//! netsweep-core: specs, size schedules, statistics, patterns over an endpoint trait, the
+//! engine that runs points with the peer over the control protocol, and the results model.
+
+pub mod control;
+pub mod cpu;
+pub mod endpoint;
+pub mod engine;
+pub mod error;
+pub mod hostinfo;
+pub mod pattern;
+pub mod results;
+pub mod server;
+pub mod sizes;
+pub mod spec;
+pub mod stats;

@@ -1,0 +1,146 @@
+//! The endpoint trait patterns run over, the factory that makes endpoints for a session,
+//! and the page-aligned message buffers a point allocates once.
+
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
+use std::io;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// One side of an established data path. Every call is one system call (or one batch).
+pub trait Endpoint: Send {
+    /// Sends from `buf` in one call; on stream transports it may accept fewer bytes.
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize>;
+    /// Receives into `buf` in one call. Returns 0 when a stream peer closed.
+    /// A datagram larger than `buf` is truncated (the caller sizes `buf` to the run's maximum).
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// True for datagram transports (message boundaries kept, loss possible).
+    fn is_datagram(&self) -> bool;
+    /// Sets how long one `recv` may block; `None` blocks forever (never used on a peer).
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
+    /// The knobs as the kernel granted them on this endpoint.
+    fn granted(&self) -> GrantedKnobs;
+}
+
+/// A server-side data endpoint waiting for the client bound to a session cookie.
+pub trait DataListener: Send {
+    /// Where the client should connect.
+    fn endpoint(&self) -> DataEndpoint;
+    /// Waits up to `timeout` for the client presenting `cookie`; others are turned away.
+    fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>>;
+}
+
+/// Makes endpoints for a transport named in a [`SessionSetup`].
+pub trait TransportFactory: Send + Sync {
+    /// Opens the server's data endpoint on `bind` for this session.
+    fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>>;
+    /// Connects the client's data endpoint to the server at `server` and binds it with `cookie`.
+    fn connect(
+        &self,
+        setup: &SessionSetup,
+        knobs: &Knobs,
+        server: IpAddr,
+        data: &DataEndpoint,
+        cookie: u64,
+        timeout: Duration,
+    ) -> io::Result<Box<dyn Endpoint>>;
+}
+
+/// Sends a whole message of `buf.len()` bytes, looping over partial sends.
+/// Returns the number of send calls it took.
+#[inline]
+pub fn send_message(ep: &mut dyn Endpoint, buf: &[u8]) -> io::Result<u64> {
+    let mut off = 0;
+    let mut calls = 0;
+    loop {
+        let n = ep.send(&buf[off..])?;
+        calls += 1;
+        off += n;
+        if off >= buf.len() {
+            return Ok(calls);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::WriteZero, "peer accepted no data"));
+        }
+    }
+}
+
+/// Receives exactly `buf.len()` bytes from a stream endpoint. Returns the number of calls.
+/// A zero-length message takes no call.
+#[inline]
+pub fn recv_message(ep: &mut dyn Endpoint, buf: &mut [u8]) -> io::Result<u64> {
+    let mut off = 0;
+    let mut calls = 0;
+    while off < buf.len() {
+        let n = ep.recv(&mut buf[off..])?;
+        calls += 1;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the data connection"));
+        }
+        off += n;
+    }
+    Ok(calls)
+}
+
+/// True when an I/O error is a receive timeout (SO_RCVTIMEO expiry).
+pub fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+}
+
+/// A message buffer starting `offset` bytes past a page boundary, allocated once per point.
+#[derive(Debug)]
+pub struct MessageBuffer {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+/// Page size assumed for alignment (4 KiB on every platform netsweep runs on).
+pub const PAGE: usize = 4096;
+
+impl MessageBuffer {
+    /// A zeroed buffer of `len` bytes whose first byte lies `offset % PAGE` bytes past a page boundary.
+    pub fn new(len: usize, offset: usize) -> Self {
+        let offset = offset % PAGE;
+        let storage = vec![0u8; len + offset + PAGE];
+        let addr = storage.as_ptr() as usize;
+        let start = (PAGE - addr % PAGE) % PAGE + offset;
+        let mut b = Self { storage, start, len };
+        // A recognisable pattern, so integrity checks can tell a real payload from zeros.
+        for (i, x) in b.as_mut().iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        b
+    }
+
+    /// Offset of the first byte from a page boundary.
+    pub fn page_offset(&self) -> usize {
+        self.as_ref().as_ptr() as usize % PAGE
+    }
+}
+
+impl AsRef<[u8]> for MessageBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.storage[self.start..self.start + self.len]
+    }
+}
+
+impl AsMut<[u8]> for MessageBuffer {
+    fn as_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.start..self.start + self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffer_alignment_and_offset() {
+        for off in [0usize, 1, 7, 100, 4095, 4096 + 3] {
+            let b = MessageBuffer::new(10_000, off);
+            assert_eq!(b.page_offset(), off % PAGE);
+            assert_eq!(b.as_ref().len(), 10_000);
+            assert_eq!(b.as_ref()[252], 1);
+        }
+    }
+}

@@ -1,0 +1,630 @@
+//! The client's engine: opens a session with the server, then measures each point of the
+//! sweep — warm-up, calibrated trials until the confidence target or the point's time budget
+//! — and hands every finished point to a [`RunSink`] at once.
+
+use crate::control::ClientControl;
+use crate::cpu::{SystemCpu, ThreadCpu};
+use crate::endpoint::{Endpoint, MessageBuffer, TransportFactory};
+use crate::error::NetError;
+use crate::hostinfo;
+use crate::pattern::{pingpong, stream};
+use crate::results::{
+    Distribution, Estimate, Granted, Latency, Loss, PointResult, RunResult, RunStatus, SideTotals,
+    StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
+};
+use crate::server::trial_cookie;
+use crate::spec::{Pattern, RunSpec};
+use crate::stats::{ci95, LatencyHistogram};
+use netsweep_proto::messages::{ClientMsg, ServerMsg, SideCounters, TrialSpec};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Receives the run as it progresses. The CLI's sink prints the table and rewrites the file.
+pub trait RunSink {
+    /// The session is established; `run` has the metadata and no points yet.
+    fn started(&mut self, run: &RunResult);
+    /// A point is about to be measured (index into the spec's sizes).
+    fn measuring(&mut self, _index: usize, _size: u64) {}
+    /// A point was measured and appended to `run.points`.
+    fn point(&mut self, run: &RunResult);
+    /// The run ended (complete, interrupted or failed); `run.status` says which.
+    fn finished(&mut self, run: &RunResult);
+}
+
+/// Everything a run needs besides the spec.
+#[derive(Debug)]
+pub struct RunContext<'a> {
+    /// The server's control address.
+    pub server: SocketAddr,
+    /// How the peer is named in results (`host:port` or `in-process`).
+    pub peer_label: String,
+    /// This build's version.
+    pub tool_version: &'a str,
+    /// Set by the Ctrl-C handler; checked between trials.
+    pub interrupt: &'a AtomicBool,
+    /// Wall-clock start time (RFC 3339), recorded in the results.
+    pub started_at: String,
+    /// A testbed description to record, when running in a lab.
+    pub lab: Option<serde_json::Value>,
+}
+
+/// The outcome of a run that got as far as a session: the results (always valid, possibly
+/// partial) and the error that stopped it early, if any.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub result: RunResult,
+    pub error: Option<NetError>,
+}
+
+/// Runs `spec` against the server. Errors before the session is established (nothing
+/// measured) are returned as `Err`; later ones end the run with a partial result.
+pub fn run(
+    spec: &RunSpec,
+    ctx: &RunContext<'_>,
+    factory: &dyn TransportFactory,
+    sink: &mut dyn RunSink,
+    now_rfc3339: &dyn Fn() -> String,
+) -> Result<RunOutcome, NetError> {
+    let timeout = Duration::from_nanos(spec.timeout_ns);
+    let mut ctl = ClientControl::connect(ctx.server, timeout)?;
+    let setup = spec.session_setup();
+    let client_info = hostinfo::collect(ctx.tool_version);
+    let (server_info, cookie, data) = match ctl.request(
+        ClientMsg::Hello {
+            setup: setup.clone(),
+            client: client_info.clone(),
+        },
+        "waiting for the server's welcome",
+        None,
+    )? {
+        ServerMsg::Welcome { server, cookie, data } => (server, cookie, data),
+        other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
+    };
+    let data_ip = ctl
+        .stream()
+        .peer_addr()
+        .map_err(|e| NetError::io("control connection", e))?
+        .ip();
+    let mut ep = factory
+        .connect(&setup, &spec.client_knobs, data_ip, &data, cookie, timeout)
+        .map_err(|e| NetError::io(format!("connecting the {} data path to {data_ip}", spec.transport), e))?;
+    let server_granted = match ctl.request(ClientMsg::DataReady {}, "waiting for the data path to be bound", None)? {
+        ServerMsg::DataBound { granted } => granted,
+        other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
+    };
+    let mut result = RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo {
+            name: "netsweep".into(),
+            version: ctx.tool_version.into(),
+        },
+        started_at: ctx.started_at.clone(),
+        finished_at: None,
+        status: RunStatus::Running,
+        message: None,
+        spec: spec.clone(),
+        peer: ctx.peer_label.clone(),
+        client: client_info,
+        server: server_info,
+        granted: Granted {
+            client: ep.granted(),
+            server: server_granted,
+        },
+        lab: ctx.lab.clone(),
+        points: Vec::new(),
+        summary: None,
+    };
+    sink.started(&result);
+
+    let run_start = Instant::now();
+    let mut m = Measurer {
+        ctl: &mut ctl,
+        ep: ep.as_mut(),
+        spec,
+        cookie,
+        trial: 0,
+        seq: 0,
+        interrupt: ctx.interrupt,
+        prev_rep_ns: None,
+        loss_timeout: Duration::from_millis(500),
+    };
+    let mut error = None;
+    for (i, &size) in spec.sizes.iter().enumerate() {
+        if ctx.interrupt.load(Ordering::Relaxed) {
+            error = Some(NetError::Interrupted);
+            break;
+        }
+        sink.measuring(i, size);
+        match m.point(size) {
+            Ok(p) => {
+                let slow = spec.stop_after_transfer_ns > 0 && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
+                result.points.push(p);
+                sink.point(&result);
+                if slow && i + 1 < spec.sizes.len() {
+                    result.message = Some(format!(
+                        "sweep stopped after {size} bytes: one transfer took over {:.1} s",
+                        spec.stop_after_transfer_ns as f64 / 1e9
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    if error.is_none() {
+        let _ = ctl.send(ClientMsg::Bye {});
+        let _ = ctl.recv("closing the session", Some(Duration::from_secs(2)));
+    }
+    result.status = match &error {
+        None => RunStatus::Complete,
+        Some(NetError::Interrupted) => RunStatus::Interrupted,
+        Some(_) => RunStatus::Failed,
+    };
+    if let Some(e) = &error {
+        result.message = Some(e.to_string());
+    }
+    result.finished_at = Some(now_rfc3339());
+    result.summarise(run_start.elapsed().as_nanos() as u64);
+    sink.finished(&result);
+    Ok(RunOutcome { result, error })
+}
+
+/// Time of one transfer in a point: RTT/2 for pingpong, time per message for stream.
+fn transfer_ns(p: &PointResult) -> f64 {
+    if let Some(l) = &p.latency {
+        return l.half_rtt_ns.mean;
+    }
+    if p.throughput_mbps.mean > 0.0 {
+        p.size as f64 * 8.0 / p.throughput_mbps.mean * 1e3
+    } else {
+        0.0
+    }
+}
+
+/// One timed trial's figures as both sides reported them.
+struct TrialOutcome<T> {
+    client: SideCounters,
+    server: SideCounters,
+    extra: T,
+    wall_ns: u64,
+}
+
+struct Measurer<'a> {
+    ctl: &'a mut ClientControl,
+    ep: &'a mut dyn Endpoint,
+    spec: &'a RunSpec,
+    cookie: u64,
+    trial: u64,
+    /// Sequence numbers of datagram pingpong requests continue across trials.
+    seq: u64,
+    interrupt: &'a AtomicBool,
+    /// Time per repetition of the previous point, to size the next point's warm-up.
+    prev_rep_ns: Option<f64>,
+    /// How long a datagram pingpong waits for an echo before counting the request lost.
+    loss_timeout: Duration,
+}
+
+impl Measurer<'_> {
+    /// Runs one trial with the server: start, the client's loop, end, both sides' counters.
+    fn trial<T>(
+        &mut self,
+        spec: TrialSpec,
+        body: impl FnOnce(&mut dyn Endpoint, u64) -> std::io::Result<(SideCounters, T)>,
+    ) -> Result<TrialOutcome<T>, NetError> {
+        if self.interrupt.load(Ordering::Relaxed) {
+            return Err(NetError::Interrupted);
+        }
+        self.trial += 1;
+        let trial = self.trial;
+        match self.ctl.request(ClientMsg::TrialStart { trial, spec }, "waiting for the server to arm the trial", None)? {
+            ServerMsg::Ready { .. } => {}
+            other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
+        }
+        let cpu0 = ThreadCpu::now();
+        let sys0 = SystemCpu::now();
+        let t0 = Instant::now();
+        let body_result = body(self.ep, trial);
+        let wall_ns = t0.elapsed().as_nanos() as u64;
+        let (mut client, extra) = match body_result {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(if crate::endpoint::is_timeout(&e) {
+                    NetError::Timeout {
+                        secs: self.spec.timeout_ns as f64 / 1e9,
+                        during: "waiting for data from the server".into(),
+                    }
+                } else {
+                    NetError::io("data path", e)
+                })
+            }
+        };
+        let cpu = ThreadCpu::now().since(cpu0);
+        client.cpu_user_ns = cpu.user_ns;
+        client.cpu_sys_ns = cpu.sys_ns;
+        client.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
+        // The server may still be draining a stream: allow it the full timeout and more.
+        let wait = Duration::from_nanos(self.spec.timeout_ns) + Duration::from_secs(2);
+        let server = match self.ctl.request(
+            ClientMsg::TrialEnd {
+                trial,
+                counters: client.clone(),
+            },
+            "waiting for the server's trial report",
+            Some(wait),
+        )? {
+            ServerMsg::TrialReport { counters, .. } => counters,
+            other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
+        };
+        Ok(TrialOutcome {
+            client,
+            server,
+            extra,
+            wall_ns,
+        })
+    }
+
+    fn point(&mut self, size: u64) -> Result<PointResult, NetError> {
+        match self.spec.pattern {
+            Pattern::Pingpong => self.pingpong_point(size),
+            Pattern::Stream => self.stream_point(size),
+        }
+    }
+
+    fn pingpong_point(&mut self, size: u64) -> Result<PointResult, NetError> {
+        let point_start = Instant::now();
+        let spec = self.spec;
+        let datagram = self.ep.is_datagram();
+        let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
+        let mut tx = MessageBuffer::new(size as usize, offset);
+        let mut rx = MessageBuffer::new(size as usize + usize::from(datagram), offset);
+        let mut hist = LatencyHistogram::new();
+        let mut notes = Vec::new();
+        let recv_timeout = if datagram {
+            self.loss_timeout
+        } else {
+            Duration::from_nanos(spec.timeout_ns)
+        };
+        self.ep
+            .set_recv_timeout(Some(recv_timeout))
+            .map_err(|e| NetError::io("setting the receive timeout", e))?;
+        let trial_ns = spec.trial_time_ns as f64;
+
+        // Warm-up and calibration: grow the repetitions until a trial lasts a quarter of the
+        // target, starting from the previous point's time per repetition.
+        let mut reps = match self.prev_rep_ns {
+            Some(t) => ((trial_ns / 4.0) / t).clamp(1.0, 1e9) as u64,
+            None => 2,
+        };
+        let mut rep_ns;
+        let mut corrupt = 0;
+        loop {
+            let seq0 = self.seq;
+            let out = self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: reps,
+                    duration_ns: 0,
+                    warmup: true,
+                },
+                |ep, _| {
+                    let t = pingpong::client_trial(ep, tx.as_mut(), rx.as_mut(), seq0, reps, &mut hist, true)?;
+                    Ok((t.counters.clone(), t))
+                },
+            )?;
+            self.seq += reps;
+            corrupt += out.extra.corrupt;
+            rep_ns = out.wall_ns as f64 / reps as f64;
+            if !spec.warmup || out.wall_ns as f64 >= trial_ns / 8.0 || reps >= 1 << 30 {
+                break;
+            }
+            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0) as u64;
+        }
+        if corrupt > 0 {
+            notes.push(format!("{corrupt} echoes differed from what was sent (integrity check failed)"));
+        }
+        hist.reset();
+        let reps = (trial_ns / rep_ns.max(1.0)).clamp(1.0, 1e9) as u64;
+
+        let mut tput = Vec::new();
+        let mut means = Vec::new();
+        let mut client_sum = SideCounters::default();
+        let mut server_sum = SideCounters::default();
+        let (mut wall_sum, mut lost, mut late, mut sent) = (0u64, 0u64, 0u64, 0u64);
+        let budget = Duration::from_nanos(spec.max_point_time_ns);
+        let stop_reason = loop {
+            let seq0 = self.seq;
+            let out = self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: reps,
+                    duration_ns: 0,
+                    warmup: false,
+                },
+                |ep, _| {
+                    let t = pingpong::client_trial(ep, tx.as_mut(), rx.as_mut(), seq0, reps, &mut hist, false)?;
+                    Ok((t.counters.clone(), t))
+                },
+            )?;
+            self.seq += reps;
+            let t = &out.extra;
+            lost += t.lost;
+            late += t.late;
+            sent += reps;
+            if t.completed > 0 {
+                let mean_rtt = t.rtt_sum_ns as f64 / t.completed as f64;
+                means.push(mean_rtt);
+                tput.push(mbps(size as f64, mean_rtt / 2.0));
+            }
+            add(&mut client_sum, &out.client);
+            add(&mut server_sum, &out.server);
+            wall_sum += out.wall_ns;
+            if out.server.timed_out {
+                notes.push("the server timed out waiting for a request".into());
+            }
+            let n = tput.len() as u32;
+            if n >= spec.min_trials {
+                if ci95(&tput).is_some_and(|c| c.relative <= spec.precision) {
+                    break StopReason::Precision;
+                }
+                if n >= spec.max_trials {
+                    break StopReason::MaxTrials;
+                }
+            }
+            if point_start.elapsed() >= budget && n >= 2 {
+                break StopReason::TimeBudget;
+            }
+            if point_start.elapsed() >= budget * 4 {
+                break StopReason::TimeBudget;
+            }
+        };
+        if hist.count() > 0 {
+            self.prev_rep_ns = Some(hist.mean());
+            // Losses are waited for at most 50× the slowest round trip seen, within limits.
+            let t = (hist.max() as f64 * 50.0).clamp(2e6, 1e9);
+            self.loss_timeout = Duration::from_nanos(t as u64);
+        }
+        let rtt = distribution(&hist, &means, 1.0);
+        let half = distribution(&hist, &means, 0.5);
+        let throughput = estimate(&tput);
+        let achieved = finite(throughput.relative_ci());
+        let loss = datagram.then(|| Loss {
+            sent,
+            received: sent - lost,
+            lost,
+            ratio: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+            late,
+            ..Default::default()
+        });
+        if lost > 0 {
+            notes.push(format!(
+                "{lost} of {sent} requests got no echo within {:.1} ms and were counted lost",
+                self.loss_timeout.as_secs_f64() * 1e3
+            ));
+        }
+        let moved = client_sum.bytes_sent + client_sum.bytes_received;
+        Ok(PointResult {
+            size,
+            trials: tput.len() as u32,
+            repetitions: reps,
+            elapsed_ns: point_start.elapsed().as_nanos() as u64,
+            throughput_mbps: throughput,
+            latency: Some(Latency {
+                rtt_ns: rtt,
+                half_rtt_ns: half,
+            }),
+            sender_mbps: None,
+            receiver_mbps: None,
+            loss,
+            client: totals(&client_sum, wall_sum, moved),
+            server: totals(&server_sum, wall_sum, moved),
+            precision_target: spec.precision,
+            precision_met: achieved.is_some_and(|a| a <= spec.precision),
+            precision_achieved: achieved,
+            stop_reason,
+            notes,
+        })
+    }
+
+    fn stream_point(&mut self, size: u64) -> Result<PointResult, NetError> {
+        let point_start = Instant::now();
+        let spec = self.spec;
+        let datagram = self.ep.is_datagram();
+        let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
+        let mut tx = MessageBuffer::new(size as usize, offset);
+        let mut notes = Vec::new();
+        let cookie = self.cookie;
+        let duration = Duration::from_nanos(spec.trial_time_ns);
+        if spec.warmup {
+            self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: 0,
+                    duration_ns: spec.trial_time_ns / 2,
+                    warmup: true,
+                },
+                |ep, trial| {
+                    let c = stream::sender_trial(ep, tx.as_mut(), duration / 2, trial_cookie(cookie, trial))?;
+                    Ok((c, ()))
+                },
+            )?;
+        }
+        let mut sender = Vec::new();
+        let mut receiver = Vec::new();
+        let mut client_sum = SideCounters::default();
+        let mut server_sum = SideCounters::default();
+        let mut loss = Loss::default();
+        let mut jitters = Vec::new();
+        let mut wall_sum = 0u64;
+        let budget = Duration::from_nanos(spec.max_point_time_ns);
+        let stop_reason = loop {
+            let out = self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: 0,
+                    duration_ns: spec.trial_time_ns,
+                    warmup: false,
+                },
+                |ep, trial| {
+                    let c = stream::sender_trial(ep, tx.as_mut(), duration, trial_cookie(cookie, trial))?;
+                    Ok((c, ()))
+                },
+            )?;
+            let (c, s) = (&out.client, &out.server);
+            sender.push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
+            let rx_bytes = s.bytes_received.saturating_sub(s.first_recv_bytes);
+            if s.recv_span_ns > 0 {
+                receiver.push(bits_per_ns_to_mbps(rx_bytes, s.recv_span_ns));
+            } else {
+                receiver.push(0.0);
+            }
+            if s.timed_out {
+                notes.push("the server timed out waiting for data".into());
+            }
+            if let Some(d) = &s.datagrams {
+                loss.sent += c.messages_sent;
+                loss.received += d.received;
+                loss.lost += d.lost;
+                loss.reordered += d.reordered;
+                loss.duplicates += d.duplicates;
+                loss.foreign += d.foreign;
+                jitters.push(d.jitter_ns as f64);
+            }
+            add(&mut client_sum, c);
+            add(&mut server_sum, s);
+            wall_sum += out.wall_ns;
+            let n = receiver.len() as u32;
+            if n >= spec.min_trials {
+                if ci95(&receiver).is_some_and(|c| c.relative <= spec.precision) {
+                    break StopReason::Precision;
+                }
+                if n >= spec.max_trials {
+                    break StopReason::MaxTrials;
+                }
+            }
+            if point_start.elapsed() >= budget && n >= 2 {
+                break StopReason::TimeBudget;
+            }
+            if point_start.elapsed() >= budget * 4 {
+                break StopReason::TimeBudget;
+            }
+        };
+        if datagram {
+            loss.ratio = if loss.sent > 0 {
+                loss.lost as f64 / loss.sent as f64
+            } else {
+                0.0
+            };
+            loss.jitter_ns = jitters.iter().sum::<f64>() / jitters.len().max(1) as f64;
+        }
+        let rx = estimate(&receiver);
+        let achieved = finite(rx.relative_ci());
+        Ok(PointResult {
+            size,
+            trials: receiver.len() as u32,
+            repetitions: client_sum.messages_sent,
+            elapsed_ns: point_start.elapsed().as_nanos() as u64,
+            throughput_mbps: rx,
+            latency: None,
+            sender_mbps: Some(estimate(&sender)),
+            receiver_mbps: Some(rx),
+            loss: datagram.then_some(loss),
+            client: totals(&client_sum, wall_sum, client_sum.bytes_sent),
+            server: totals(&server_sum, wall_sum, server_sum.bytes_received),
+            precision_target: spec.precision,
+            precision_met: achieved.is_some_and(|a| a <= spec.precision),
+            precision_achieved: achieved,
+            stop_reason,
+            notes,
+        })
+    }
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+/// Mbit/s (10^6 bit/s) for `bytes` moved in `ns` nanoseconds.
+pub fn mbps(bytes: f64, ns: f64) -> f64 {
+    if ns <= 0.0 {
+        0.0
+    } else {
+        bytes * 8.0 * 1e3 / ns
+    }
+}
+
+fn bits_per_ns_to_mbps(bytes: u64, ns: u64) -> f64 {
+    mbps(bytes as f64, ns as f64)
+}
+
+fn add(sum: &mut SideCounters, c: &SideCounters) {
+    sum.bytes_sent += c.bytes_sent;
+    sum.bytes_received += c.bytes_received;
+    sum.messages_sent += c.messages_sent;
+    sum.messages_received += c.messages_received;
+    sum.send_calls += c.send_calls;
+    sum.recv_calls += c.recv_calls;
+    sum.active_ns += c.active_ns;
+    sum.cpu_user_ns += c.cpu_user_ns;
+    sum.cpu_sys_ns += c.cpu_sys_ns;
+    // Busy fractions are averaged by the caller's wall time; keep a weighted sum here.
+    sum.system_busy_ppm += c.system_busy_ppm;
+    sum.timed_out |= c.timed_out;
+    sum.recv_span_ns += 1; // counts trials, for the busy average
+}
+
+fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64) -> SideTotals {
+    let cpu = (c.cpu_user_ns + c.cpu_sys_ns) as f64;
+    let trials = c.recv_span_ns.max(1) as f64;
+    SideTotals {
+        bytes_sent: c.bytes_sent,
+        bytes_received: c.bytes_received,
+        messages_sent: c.messages_sent,
+        messages_received: c.messages_received,
+        send_calls: c.send_calls,
+        recv_calls: c.recv_calls,
+        cpu_user_ns: c.cpu_user_ns,
+        cpu_sys_ns: c.cpu_sys_ns,
+        cpu_utilisation: if wall_ns > 0 { cpu / wall_ns as f64 } else { 0.0 },
+        system_busy: c.system_busy_ppm as f64 / trials / 1e6,
+        service_demand_us_per_kb: if bytes_moved > 0 {
+            (cpu / 1e3) / (bytes_moved as f64 / 1024.0)
+        } else {
+            0.0
+        },
+    }
+}
+
+fn estimate(samples: &[f64]) -> Estimate {
+    let mean = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
+    Estimate {
+        mean,
+        ci95: ci95(samples).map_or(0.0, |c| c.half_width),
+        max: samples.iter().copied().fold(0.0, f64::max),
+        trials: samples.len() as u32,
+    }
+}
+
+/// A distribution from the histogram, scaled by `k` (1 for RTT, 0.5 for RTT/2); the CI of
+/// the mean comes from the per-trial means (batch means), which is honest under correlation.
+fn distribution(h: &LatencyHistogram, trial_means: &[f64], k: f64) -> Distribution {
+    if h.count() == 0 {
+        return Distribution::default();
+    }
+    Distribution {
+        count: h.count(),
+        min: h.min() as f64 * k,
+        mean: h.mean() * k,
+        p50: h.value_at_quantile(0.5) as f64 * k,
+        p90: h.value_at_quantile(0.9) as f64 * k,
+        p99: h.value_at_quantile(0.99) as f64 * k,
+        p999: h.value_at_quantile(0.999) as f64 * k,
+        max: h.max() as f64 * k,
+        stddev: h.stddev() * k,
+        ci95: ci95(trial_means).map_or(0.0, |c| c.half_width * k),
+    }
+}

@@ -1,0 +1,281 @@
+//! The results model: one run's spec, both hosts' metadata and every measured point.
+//!
+//! Serialised as JSON with `schema: "netsweep-result"` and an integer `schema_version`.
+//! Every field added later must be optional or defaulted so older files keep loading.
+
+use crate::spec::RunSpec;
+use netsweep_proto::messages::{GrantedKnobs, HostInfo};
+use serde::{Deserialize, Serialize};
+
+/// Value of the `schema` field.
+pub const SCHEMA: &str = "netsweep-result";
+/// Current `schema_version`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a run ended (or that it is still going, for a file written mid-run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Running,
+    Complete,
+    /// Stopped by the user (Ctrl-C): every completed point is kept.
+    Interrupted,
+    /// Stopped by an error (peer lost, timeout…): every completed point is kept.
+    Failed,
+}
+
+/// One run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    /// RFC 3339 UTC time the run started.
+    pub started_at: String,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    pub status: RunStatus,
+    /// Why the run failed or stopped early, when it did.
+    #[serde(default)]
+    pub message: Option<String>,
+    pub spec: RunSpec,
+    /// Where the server was reached (`host:port`, or `in-process`).
+    #[serde(default)]
+    pub peer: String,
+    pub client: HostInfo,
+    #[serde(default)]
+    pub server: HostInfo,
+    #[serde(default)]
+    pub granted: Granted,
+    /// Free-form testbed description (a lab's topology as built), when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<serde_json::Value>,
+    pub points: Vec<PointResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<RunSummary>,
+}
+
+/// Which program wrote the file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// Knobs as each side's kernel granted them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Granted {
+    pub client: GrantedKnobs,
+    pub server: GrantedKnobs,
+}
+
+/// A distribution of one quantity over a point (nanoseconds for latencies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Distribution {
+    pub count: u64,
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub stddev: f64,
+    /// Half-width of the 95% confidence interval of the mean, from per-trial means.
+    pub ci95: f64,
+}
+
+/// A rate estimated from several trials: mean over trials with its 95% confidence interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Estimate {
+    /// Mean over trials.
+    pub mean: f64,
+    /// Half-width of the 95% confidence interval of the mean (same unit).
+    pub ci95: f64,
+    /// Best trial.
+    pub max: f64,
+    /// Trials it is estimated from.
+    pub trials: u32,
+}
+
+impl Estimate {
+    /// Half-width relative to the mean (∞ when the mean is 0).
+    pub fn relative_ci(&self) -> f64 {
+        if self.mean == 0.0 {
+            f64::INFINITY
+        } else {
+            self.ci95 / self.mean.abs()
+        }
+    }
+}
+
+/// Latency of a pingpong point. `rtt` is the measured round trip; `half_rtt` is RTT/2, the
+/// one-way figure NetPIPE, netperf and sockperf report (it assumes symmetric directions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Latency {
+    pub rtt_ns: Distribution,
+    pub half_rtt_ns: Distribution,
+}
+
+/// Datagram loss accounting of one point (summed over its timed trials).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Loss {
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    /// lost ÷ sent.
+    pub ratio: f64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// Datagrams with a wrong cookie or too short to carry the header.
+    pub foreign: u64,
+    /// Replies that arrived after the client had given up on them (pingpong).
+    pub late: u64,
+    /// RFC 3550 interarrival jitter, mean over trials, nanoseconds.
+    pub jitter_ns: f64,
+}
+
+/// One side's totals over a point's timed trials.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SideTotals {
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    /// CPU time of this side's data thread.
+    pub cpu_user_ns: u64,
+    pub cpu_sys_ns: u64,
+    /// CPU time of this side's data thread per wall time of the trials (1.0 = one core).
+    pub cpu_utilisation: f64,
+    /// System-wide busy fraction of all CPUs during the trials (0..1).
+    pub system_busy: f64,
+    /// Service demand: this side's CPU µs per KiB moved (netperf's definition, KB = 1024 B).
+    pub service_demand_us_per_kb: f64,
+}
+
+/// How a point's repetitions ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The confidence target was met.
+    #[default]
+    Precision,
+    /// The point's time budget was spent first.
+    TimeBudget,
+    /// The most trials allowed were run.
+    MaxTrials,
+    /// The peer stopped answering.
+    Timeout,
+}
+
+/// One measured message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointResult {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Timed trials run.
+    pub trials: u32,
+    /// Repetitions (round trips) per trial for pingpong; messages sent in all trials for stream.
+    pub repetitions: u64,
+    /// Wall time the whole point took, calibration included, nanoseconds.
+    pub elapsed_ns: u64,
+    /// Headline throughput in Mbit/s (10^6 bit/s): pingpong bytes ÷ (RTT/2); stream: receiver rate.
+    pub throughput_mbps: Estimate,
+    /// Pingpong latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+    /// Stream: rate at which the sender's stack accepted bytes, Mbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender_mbps: Option<Estimate>,
+    /// Stream: rate at which the receiver got bytes, Mbit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_mbps: Option<Estimate>,
+    /// Datagram transports: loss, reordering, duplicates, jitter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Loss>,
+    pub client: SideTotals,
+    pub server: SideTotals,
+    /// The precision target of the run and whether this point met it.
+    pub precision_target: f64,
+    /// Achieved relative CI half-width; `None` when it cannot be computed (a zero mean).
+    pub precision_achieved: Option<f64>,
+    pub precision_met: bool,
+    pub stop_reason: StopReason,
+    /// Honesty notes: timeouts, clamps, fallbacks, asymmetry warnings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The closing summary of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSummary {
+    pub peak_mbps: f64,
+    pub peak_at_size: u64,
+    /// Smallest median latency (RTT/2) and the size it was seen at (pingpong only).
+    pub min_latency_ns: Option<f64>,
+    pub min_latency_at_size: Option<u64>,
+    pub points: u32,
+    pub elapsed_ns: u64,
+}
+
+impl RunResult {
+    /// Computes the summary from the points.
+    pub fn summarise(&mut self, elapsed_ns: u64) {
+        let mut s = RunSummary {
+            points: self.points.len() as u32,
+            elapsed_ns,
+            ..Default::default()
+        };
+        for p in &self.points {
+            if p.throughput_mbps.mean > s.peak_mbps {
+                s.peak_mbps = p.throughput_mbps.mean;
+                s.peak_at_size = p.size;
+            }
+            if let Some(l) = &p.latency {
+                let v = l.half_rtt_ns.p50;
+                if s.min_latency_ns.is_none_or(|m| v < m) {
+                    s.min_latency_ns = Some(v);
+                    s.min_latency_at_size = Some(p.size);
+                }
+            }
+        }
+        self.summary = Some(s);
+    }
+}
+
+/// Why a results file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("not a netsweep results file (schema is {0:?}, expected \"netsweep-result\")")]
+    Schema(String),
+    #[error(
+        "results schema version {0} is newer than this netsweep understands ({SCHEMA_VERSION}): upgrade netsweep"
+    )]
+    TooNew(u32),
+}
+
+/// Loads a results file of any schema version this build knows.
+pub fn load(text: &str) -> Result<RunResult, LoadError> {
+    let v: serde_json::Value = serde_json::from_str(text)?;
+    let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    if schema != SCHEMA {
+        return Err(LoadError::Schema(schema.to_string()));
+    }
+    let version = v.get("schema_version").and_then(|s| s.as_u64()).unwrap_or(0) as u32;
+    if version > SCHEMA_VERSION {
+        return Err(LoadError::TooNew(version));
+    }
+    Ok(serde_json::from_value(v)?)
+}

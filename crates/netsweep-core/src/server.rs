@@ -1,0 +1,340 @@
+//! The server side: accepts control connections, serves one run at a time (a second client
+//! is told "busy"), and runs each trial's data loop on a dedicated data thread.
+
+use crate::control::ServerControl;
+use crate::cpu::{SystemCpu, ThreadCpu};
+use crate::endpoint::{Endpoint, TransportFactory};
+use crate::error::NetError;
+use crate::hostinfo;
+use crate::pattern::dgram::DgramAccount;
+use crate::pattern::{pingpong, stream, TrialSignals, SLICE};
+use crate::spec::{Pattern, Transport, DGRAM_HEADER};
+use netsweep_proto::messages::{ClientMsg, DataEndpoint, ServerMsg, SideCounters, TrialSpec};
+use std::io;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+/// Limits the server enforces on what a client may ask.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Largest message size.
+    pub max_size: u64,
+    /// Longest stream trial.
+    pub max_trial: Duration,
+    /// Most round trips in one trial.
+    pub max_repetitions: u64,
+    /// Longest inactivity timeout a client may ask for.
+    pub max_timeout: Duration,
+    /// How long a fresh connection may take to introduce itself.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_size: 64 << 20,
+            max_trial: Duration::from_secs(60),
+            max_repetitions: 1_000_000_000,
+            max_timeout: Duration::from_secs(300),
+            handshake_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How `serve` behaves.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    pub limits: ServerLimits,
+    /// Serve one session, then return (the in-process server of `netsweep run`).
+    pub once: bool,
+    /// Print a line per session to stderr.
+    pub verbose: bool,
+    /// This build's version, reported to clients.
+    pub tool_version: String,
+}
+
+/// Serves sessions until `stop` is set (checked at least every 100 ms) or, with `once`,
+/// after the first session.
+pub fn serve(
+    listener: TcpListener,
+    factory: Arc<dyn TransportFactory>,
+    opts: ServeOptions,
+    stop: Arc<AtomicBool>,
+) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut session: Option<thread::JoinHandle<()>> = None;
+    let sessions = Arc::new(AtomicU64::new(0));
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if opts.once && sessions.load(Ordering::SeqCst) > 0 && !busy.load(Ordering::SeqCst) {
+            break;
+        }
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                stream.set_nonblocking(false)?;
+                if busy.swap(true, Ordering::SeqCst) {
+                    let limits = opts.limits.clone();
+                    thread::spawn(move || turn_away(stream, &limits));
+                    continue;
+                }
+                if let Some(h) = session.take() {
+                    let _ = h.join();
+                }
+                let (factory, opts2, busy2, sessions2) =
+                    (factory.clone(), opts.clone(), busy.clone(), sessions.clone());
+                session = Some(thread::spawn(move || {
+                    if opts2.verbose {
+                        eprintln!("netsweep serve: session from {peer}");
+                    }
+                    let r = Session::run(stream, factory.as_ref(), &opts2);
+                    if opts2.verbose {
+                        match &r {
+                            Ok(()) => eprintln!("netsweep serve: session from {peer} ended"),
+                            Err(e) => eprintln!("netsweep serve: session from {peer} failed: {e}"),
+                        }
+                    }
+                    sessions2.fetch_add(1, Ordering::SeqCst);
+                    busy2.store(false, Ordering::SeqCst);
+                }));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("netsweep serve: accept failed: {e}");
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    if let Some(h) = session.take() {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+/// Tells a second client that the server is busy, without disturbing the running session.
+fn turn_away(stream: TcpStream, limits: &ServerLimits) {
+    let Ok(mut ctl) = ServerControl::accept(stream, limits.handshake_timeout) else {
+        return;
+    };
+    if let Ok(ClientMsg::Hello { .. }) = ctl.recv("waiting for hello", limits.handshake_timeout) {
+        let _ = ctl.send(ServerMsg::Busy {
+            message: "another run is in progress on this server".into(),
+        });
+    }
+}
+
+/// A command for the data thread.
+enum DataCmd {
+    Trial { spec: TrialSpec, trial: u64 },
+}
+
+/// One session's control side.
+struct Session;
+
+impl Session {
+    fn run(stream: TcpStream, factory: &dyn TransportFactory, opts: &ServeOptions) -> Result<(), NetError> {
+        let limits = &opts.limits;
+        let local_ip: IpAddr = stream.local_addr().map_err(|e| NetError::io("control socket", e))?.ip();
+        let mut ctl = ServerControl::accept(stream, limits.handshake_timeout)?;
+        let ClientMsg::Hello { setup, .. } = ctl.recv("waiting for hello", limits.handshake_timeout)? else {
+            return Err(NetError::Refused("expected hello".into()));
+        };
+        let refuse = |ctl: &mut ServerControl, message: String| -> Result<(), NetError> {
+            ctl.send(ServerMsg::Error { message: message.clone() })?;
+            Err(NetError::Refused(message))
+        };
+        let Some(transport) = Transport::parse(&setup.transport) else {
+            return refuse(&mut ctl, format!("this server does not know transport {:?}", setup.transport));
+        };
+        let Some(pattern) = Pattern::parse(&setup.pattern) else {
+            return refuse(&mut ctl, format!("this server does not know pattern {:?}", setup.pattern));
+        };
+        if setup.max_size > limits.max_size {
+            return refuse(
+                &mut ctl,
+                format!("message size {} is above this server's limit of {} bytes", setup.max_size, limits.max_size),
+            );
+        }
+        let timeout = Duration::from_nanos(setup.timeout_ns).clamp(Duration::from_millis(100), limits.max_timeout);
+        let mut listener = match factory.listen(&setup, local_ip) {
+            Ok(l) => l,
+            Err(e) => return refuse(&mut ctl, format!("cannot open a {transport} data endpoint: {e}")),
+        };
+        let cookie = random_u64();
+        let data: DataEndpoint = listener.endpoint();
+        ctl.send(ServerMsg::Welcome {
+            server: hostinfo::collect(&opts.tool_version),
+            cookie,
+            data,
+        })?;
+        match ctl.recv("waiting for data_ready", timeout)? {
+            ClientMsg::DataReady {} => {}
+            _ => return Err(NetError::Refused("expected data_ready".into())),
+        }
+        let mut ep = match listener.accept(cookie, timeout) {
+            Ok(ep) => ep,
+            Err(e) => return refuse(&mut ctl, format!("the client's data connection did not arrive: {e}")),
+        };
+        drop(listener);
+        ep.set_recv_timeout(Some(SLICE)).map_err(|e| NetError::io("data endpoint", e))?;
+        ctl.send(ServerMsg::DataBound { granted: ep.granted() })?;
+
+        let signals = Arc::new(TrialSignals::default());
+        let (cmd_tx, cmd_rx) = mpsc::channel::<DataCmd>();
+        let (res_tx, res_rx) = mpsc::channel::<io::Result<SideCounters>>();
+        let data_thread = {
+            let signals = signals.clone();
+            let max = setup.max_size as usize;
+            let offset = setup.server_knobs.buffer_offset.unwrap_or(0) as usize;
+            thread::Builder::new()
+                .name("netsweep-data".into())
+                .spawn(move || data_loop(ep, pattern, max, offset, cookie, timeout, &signals, cmd_rx, res_tx))
+                .map_err(|e| NetError::io("starting the data thread", e))?
+        };
+        let result = Self::trials(&mut ctl, pattern, transport, limits, timeout, &signals, &cmd_tx, &res_rx);
+        signals.abort.store(true, Ordering::SeqCst);
+        drop(cmd_tx);
+        let _ = data_thread.join();
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn trials(
+        ctl: &mut ServerControl,
+        pattern: Pattern,
+        transport: Transport,
+        limits: &ServerLimits,
+        timeout: Duration,
+        signals: &TrialSignals,
+        cmd_tx: &mpsc::Sender<DataCmd>,
+        res_rx: &mpsc::Receiver<io::Result<SideCounters>>,
+    ) -> Result<(), NetError> {
+        loop {
+            match ctl.recv("waiting for the next trial", timeout)? {
+                ClientMsg::TrialStart { trial, spec } => {
+                    if let Err(message) = check_trial(&spec, pattern, transport, limits) {
+                        ctl.send(ServerMsg::Error { message: message.clone() })?;
+                        return Err(NetError::Refused(message));
+                    }
+                    signals.reset();
+                    if cmd_tx.send(DataCmd::Trial { spec, trial }).is_err() {
+                        return Err(NetError::Closed {
+                            during: "the data thread ended".into(),
+                        });
+                    }
+                    ctl.send(ServerMsg::Ready { trial })?;
+                }
+                ClientMsg::TrialEnd { trial, counters } => {
+                    signals.end(counters.bytes_sent, counters.messages_sent);
+                    let wait = timeout + Duration::from_secs(1);
+                    let counters = match res_rx.recv_timeout(wait) {
+                        Ok(Ok(c)) => c,
+                        Ok(Err(e)) => {
+                            let message = format!("server data path failed: {e}");
+                            ctl.send(ServerMsg::Error { message: message.clone() })?;
+                            return Err(NetError::Refused(message));
+                        }
+                        Err(_) => {
+                            let message = "server data thread did not finish the trial in time".to_string();
+                            ctl.send(ServerMsg::Error { message: message.clone() })?;
+                            return Err(NetError::Refused(message));
+                        }
+                    };
+                    ctl.send(ServerMsg::TrialReport { trial, counters })?;
+                }
+                ClientMsg::Bye {} => return Ok(()),
+                other => {
+                    return Err(NetError::Refused(format!("unexpected message {other:?}")));
+                }
+            }
+        }
+    }
+}
+
+fn check_trial(spec: &TrialSpec, pattern: Pattern, transport: Transport, limits: &ServerLimits) -> Result<(), String> {
+    if spec.size > limits.max_size {
+        return Err(format!("trial size {} above the server limit {}", spec.size, limits.max_size));
+    }
+    if spec.repetitions > limits.max_repetitions {
+        return Err(format!("{} repetitions above the server limit {}", spec.repetitions, limits.max_repetitions));
+    }
+    if Duration::from_nanos(spec.duration_ns) > limits.max_trial {
+        return Err(format!("trial of {} ns above the server limit", spec.duration_ns));
+    }
+    if pattern == Pattern::Stream && transport.is_datagram() && spec.size < DGRAM_HEADER {
+        return Err(format!("datagram stream messages need at least {DGRAM_HEADER} bytes"));
+    }
+    Ok(())
+}
+
+/// The data thread: owns the endpoint and runs each trial's loop.
+#[allow(clippy::too_many_arguments)]
+fn data_loop(
+    mut ep: Box<dyn Endpoint>,
+    pattern: Pattern,
+    max_size: usize,
+    offset: usize,
+    cookie: u64,
+    idle: Duration,
+    signals: &TrialSignals,
+    cmds: mpsc::Receiver<DataCmd>,
+    results: mpsc::Sender<io::Result<SideCounters>>,
+) {
+    // Allocated once per session: one byte more than the largest message, so an oversize
+    // datagram shows as a wrong length instead of silently truncating.
+    let mut buf = crate::endpoint::MessageBuffer::new(max_size.max(64 * 1024) + 1, offset);
+    let mut account = DgramAccount::new(0);
+    while let Ok(cmd) = cmds.recv() {
+        let DataCmd::Trial { spec, trial } = cmd;
+        let cpu0 = ThreadCpu::now();
+        let sys0 = SystemCpu::now();
+        let r = match pattern {
+            Pattern::Pingpong => {
+                let size = spec.size as usize;
+                pingpong::server_trial(ep.as_mut(), buf.as_mut(), size, spec.repetitions, signals, idle)
+            }
+            Pattern::Stream => {
+                account.set_cookie(trial_cookie(cookie, trial));
+                stream::receiver_trial(ep.as_mut(), buf.as_mut(), signals, idle, &mut account)
+            }
+        };
+        let r = r.map(|mut c| {
+            let cpu = ThreadCpu::now().since(cpu0);
+            c.cpu_user_ns = cpu.user_ns;
+            c.cpu_sys_ns = cpu.sys_ns;
+            c.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
+            c
+        });
+        if results.send(r).is_err() {
+            break;
+        }
+    }
+}
+
+/// The 32-bit cookie datagrams of one trial carry: stale datagrams of an earlier trial
+/// count as foreign, never as received.
+pub fn trial_cookie(cookie: u64, trial: u64) -> u32 {
+    (cookie as u32).wrapping_add((trial as u32).wrapping_mul(0x9E37_79B9))
+}
+
+/// A random 64-bit value from the kernel (session cookies).
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into our buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if n != 8 {
+        // Fall back on time and pid: cookies only need to differ between sessions.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        return t ^ ((std::process::id() as u64) << 32);
+    }
+    u64::from_le_bytes(b)
+}

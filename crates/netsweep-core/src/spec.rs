@@ -1,0 +1,305 @@
+//! What a run measures: transport, api, pattern, the sweep and the repetition policy.
+
+use netsweep_proto::messages::{Knobs, SessionSetup};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The protocol stack under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    Tcp,
+    Udp,
+    UnixStream,
+    UnixDgram,
+}
+
+impl Transport {
+    /// Every transport this build knows, in listing order.
+    pub const ALL: [Transport; 4] = [
+        Transport::Tcp,
+        Transport::Udp,
+        Transport::UnixStream,
+        Transport::UnixDgram,
+    ];
+
+    /// The name used on the command line, on the wire and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+            Transport::UnixStream => "unix-stream",
+            Transport::UnixDgram => "unix-dgram",
+        }
+    }
+
+    /// Parses a name; `unix` is short for `unix-stream`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "tcp" => Some(Transport::Tcp),
+            "udp" => Some(Transport::Udp),
+            "unix" | "unix-stream" => Some(Transport::UnixStream),
+            "unix-dgram" => Some(Transport::UnixDgram),
+            _ => None,
+        }
+    }
+
+    /// True when message boundaries are kept and loss is possible.
+    pub fn is_datagram(self) -> bool {
+        matches!(self, Transport::Udp | Transport::UnixDgram)
+    }
+
+    /// True for transports addressed by IP (host and port).
+    pub fn is_ip(self) -> bool {
+        matches!(self, Transport::Tcp | Transport::Udp)
+    }
+
+    /// The largest message the default sweep goes up to.
+    pub fn default_ceiling(self) -> u64 {
+        match self {
+            // 65535 − 20 (IPv4 header) − 8 (UDP header).
+            Transport::Udp => 65_507,
+            // net.core.wmem_default-bound on Linux; 64 KiB is safe for the default sweep.
+            Transport::UnixDgram => 65_536,
+            Transport::Tcp | Transport::UnixStream => 8 << 20,
+        }
+    }
+
+    /// The largest message a single datagram can carry, if the transport has such a limit.
+    pub fn max_message(self, ipv6: bool) -> Option<u64> {
+        match self {
+            Transport::Udp if ipv6 => Some(65_527),
+            Transport::Udp => Some(65_507),
+            Transport::UnixDgram => Some(212_992),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How data is handed to the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// One send/recv system call per message (or per partial transfer).
+    Basic,
+}
+
+impl Api {
+    pub const ALL: [Api; 1] = [Api::Basic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Basic => "basic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "basic" => Some(Api::Basic),
+            _ => None,
+        }
+    }
+}
+
+/// The traffic pattern of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Round trips: the client sends a message, the server echoes it.
+    Pingpong,
+    /// One way, client to server, as fast as the stack accepts.
+    Stream,
+}
+
+impl Pattern {
+    pub const ALL: [Pattern; 2] = [Pattern::Pingpong, Pattern::Stream];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Pingpong => "pingpong",
+            Pattern::Stream => "stream",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pingpong" | "pp" | "rr" => Some(Pattern::Pingpong),
+            "stream" => Some(Pattern::Stream),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Address family of the data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+    Unix,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ipv4 => "ipv4",
+            Family::Ipv6 => "ipv6",
+            Family::Unix => "unix",
+        }
+    }
+}
+
+/// Bytes of the header every datagram of a datagram stream carries:
+/// cookie (u32), sequence number (u64), send timestamp (u64 ns).
+pub const DGRAM_HEADER: u64 = 20;
+
+/// A whole run: one configuration swept over message sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    pub transport: Transport,
+    pub api: Api,
+    pub pattern: Pattern,
+    pub family: Family,
+    /// The message sizes, in the order they are measured.
+    pub sizes: Vec<u64>,
+    /// How the sizes were asked for (`--sizes` text, or the default schedule's description).
+    pub sizes_spec: String,
+    /// Target duration of one trial, nanoseconds.
+    pub trial_time_ns: u64,
+    /// Target relative half-width of the 95% confidence interval (0.02 = 2%).
+    pub precision: f64,
+    /// Fewest trials per point.
+    pub min_trials: u32,
+    /// Most trials per point.
+    pub max_trials: u32,
+    /// Time budget of one point, nanoseconds; the point stops when it is spent.
+    pub max_point_time_ns: u64,
+    /// Whether each point starts with an untimed warm-up trial.
+    pub warmup: bool,
+    /// Stop the sweep once one transfer takes longer than this, nanoseconds (0: never).
+    pub stop_after_transfer_ns: u64,
+    /// Inactivity limit on every wait for the peer, nanoseconds.
+    pub timeout_ns: u64,
+    /// Knobs applied on the client's endpoint.
+    pub client_knobs: Knobs,
+    /// Knobs applied on the server's endpoint.
+    pub server_knobs: Knobs,
+}
+
+impl RunSpec {
+    /// Defaults for a transport and pattern; sizes left empty for the caller to fill.
+    pub fn new(transport: Transport, pattern: Pattern, family: Family) -> Self {
+        Self {
+            transport,
+            api: Api::Basic,
+            pattern,
+            family,
+            sizes: Vec::new(),
+            sizes_spec: String::new(),
+            trial_time_ns: 20_000_000,
+            precision: 0.02,
+            min_trials: 3,
+            max_trials: 30,
+            max_point_time_ns: 500_000_000,
+            warmup: true,
+            stop_after_transfer_ns: 1_000_000_000,
+            timeout_ns: 10_000_000_000,
+            client_knobs: Knobs::default(),
+            server_knobs: Knobs::default(),
+        }
+    }
+
+    /// The session setup the server receives.
+    pub fn session_setup(&self) -> SessionSetup {
+        SessionSetup {
+            transport: self.transport.name().to_string(),
+            api: self.api.name().to_string(),
+            pattern: self.pattern.name().to_string(),
+            family: self.family.name().to_string(),
+            max_size: self.sizes.iter().copied().max().unwrap_or(0),
+            server_knobs: self.server_knobs.clone(),
+            timeout_ns: self.timeout_ns,
+        }
+    }
+
+    /// Checks the combination; the error says the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.sizes.is_empty() {
+            return Err("no message sizes to measure: give --sizes, e.g. --sizes 1,1k..64k:*2".into());
+        }
+        let ipv6 = self.family == Family::Ipv6;
+        if let Some(max) = self.transport.max_message(ipv6) {
+            if let Some(&big) = self.sizes.iter().find(|&&s| s > max) {
+                return Err(format!(
+                    "size {big} is larger than one {} datagram can carry ({max} bytes): lower --sizes",
+                    self.transport
+                ));
+            }
+        }
+        if self.transport.is_datagram() && self.pattern == Pattern::Stream {
+            if let Some(&small) = self.sizes.iter().find(|&&s| s < DGRAM_HEADER) {
+                return Err(format!(
+                    "size {small} is too small for a {} stream: every datagram carries a {DGRAM_HEADER}-byte \
+                     sequence header, so use sizes of at least {DGRAM_HEADER} (e.g. --sizes {DGRAM_HEADER}..1472:*2)",
+                    self.transport
+                ));
+            }
+        }
+        if self.pattern == Pattern::Stream && self.sizes.contains(&0) {
+            return Err("size 0 cannot be streamed: use sizes of at least 1".into());
+        }
+        if !(self.precision > 0.0 && self.precision < 1.0) {
+            return Err(format!(
+                "--precision {} is out of range: give a fraction between 0 and 1 (0.02 = 2%)",
+                self.precision
+            ));
+        }
+        if self.min_trials < 2 || self.max_trials < self.min_trials {
+            return Err("trials: need at least 2, and max at or above min".into());
+        }
+        if self.trial_time_ns == 0 || self.timeout_ns == 0 || self.max_point_time_ns == 0 {
+            return Err("--trial-time, --max-point-time and --timeout must be above zero".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transport_names_round_trip() {
+        for t in Transport::ALL {
+            assert_eq!(Transport::parse(t.name()), Some(t));
+        }
+        assert_eq!(Transport::parse("unix"), Some(Transport::UnixStream));
+        assert_eq!(Transport::parse("sctp"), None);
+    }
+
+    #[test]
+    fn validate_rejects_bad_combinations() {
+        let mut s = RunSpec::new(Transport::Udp, Pattern::Stream, Family::Ipv4);
+        assert!(s.validate().unwrap_err().contains("--sizes"));
+        s.sizes = vec![8];
+        assert!(s.validate().unwrap_err().contains("at least 20"));
+        s.sizes = vec![70_000];
+        assert!(s.validate().unwrap_err().contains("65507"));
+        s.sizes = vec![1472];
+        assert_eq!(s.validate(), Ok(()));
+        s.precision = 0.0;
+        assert!(s.validate().unwrap_err().contains("--precision"));
+    }
+}

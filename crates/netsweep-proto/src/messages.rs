@@ -1,0 +1,197 @@
+//! Typed control messages and the wire-level data they carry (serde, JSON inside frames).
+//!
+//! Every struct tolerates unknown fields and defaults missing ones, so a newer peer can add
+//! fields without breaking an older one. Times on the wire are u64 nanoseconds.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A message from the client (the side that drives the run) to the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientMsg {
+    /// Opens a session: what to measure and who asks.
+    Hello {
+        setup: SessionSetup,
+        client: HostInfo,
+    },
+    /// The client has connected (stream) or registered (datagram) its data endpoint.
+    DataReady {},
+    /// Arms the server for one trial of one point.
+    TrialStart { trial: u64, spec: TrialSpec },
+    /// The client finished its part of the trial; carries the client's counters.
+    TrialEnd { trial: u64, counters: SideCounters },
+    /// Ends the session.
+    Bye {},
+}
+
+/// A message from the server to the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMsg {
+    /// The session is accepted; the data endpoint to reach and the cookie that binds it.
+    Welcome {
+        server: HostInfo,
+        cookie: u64,
+        data: DataEndpoint,
+    },
+    /// The server is serving another run; try again later.
+    Busy { message: String },
+    /// The session cannot go on; `message` says why and, where possible, the fix.
+    Error { message: String },
+    /// The data endpoint is bound to this session; the knobs as the server's kernel granted them.
+    DataBound { granted: GrantedKnobs },
+    /// The server is armed for `trial`.
+    Ready { trial: u64 },
+    /// The server's counters for `trial`.
+    TrialReport { trial: u64, counters: SideCounters },
+    /// The server ends the session.
+    Bye {},
+}
+
+/// What a session measures: chosen by the client, applied by both sides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionSetup {
+    /// `tcp`, `udp`, `unix-stream`, `unix-dgram`, …
+    pub transport: String,
+    /// `basic`, `mmsg`, …
+    pub api: String,
+    /// `pingpong`, `stream`, …
+    pub pattern: String,
+    /// `ipv4`, `ipv6` or `unix`.
+    pub family: String,
+    /// Largest message size the run will use (the server sizes its buffers once).
+    pub max_size: u64,
+    /// Knobs the server applies to its own endpoint.
+    pub server_knobs: Knobs,
+    /// Inactivity limit for the server's waits on this client, in nanoseconds.
+    pub timeout_ns: u64,
+}
+
+/// Settings on one side's endpoint. `None` leaves the system default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Knobs {
+    pub sndbuf: Option<u64>,
+    pub rcvbuf: Option<u64>,
+    pub nodelay: Option<bool>,
+    /// Offset of the message buffer from a page boundary, in bytes.
+    pub buffer_offset: Option<u64>,
+    /// Any knob this build does not know by name travels here, so it can be reported back.
+    pub extra: BTreeMap<String, String>,
+}
+
+/// Knobs as read back from the kernel after setting them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GrantedKnobs {
+    pub sndbuf: Option<u64>,
+    pub rcvbuf: Option<u64>,
+    pub nodelay: Option<bool>,
+    pub congestion_control: Option<String>,
+    pub buffer_offset: Option<u64>,
+    /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
+    pub notes: Vec<String>,
+}
+
+/// Where the client reaches the server's data endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataEndpoint {
+    /// Port for IP transports (the control connection's host is implied).
+    pub port: u16,
+    /// Filesystem path for unix-domain transports.
+    pub path: Option<String>,
+}
+
+/// One trial of one point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrialSpec {
+    /// Message size in bytes.
+    pub size: u64,
+    /// Round trips (pingpong) the client will perform; 0 when the trial is time-bounded.
+    pub repetitions: u64,
+    /// Target duration (stream), nanoseconds; 0 when the trial is count-bounded.
+    pub duration_ns: u64,
+    /// True for warm-up and calibration trials whose figures are not kept.
+    pub warmup: bool,
+}
+
+/// What one side counted during one trial.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SideCounters {
+    /// Payload bytes sent and received.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Messages (datagrams, or whole application messages on stream transports).
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    /// System calls (or batch calls) that moved data.
+    pub send_calls: u64,
+    pub recv_calls: u64,
+    /// Nanoseconds from this side's first data call to its last, as this side timed them.
+    pub active_ns: u64,
+    /// Bytes received by the first receive of the trial (excluded from receiver rate).
+    pub first_recv_bytes: u64,
+    /// Nanoseconds from the first receive's return to the last receive's return.
+    pub recv_span_ns: u64,
+    /// CPU time of the data thread during the trial.
+    pub cpu_user_ns: u64,
+    pub cpu_sys_ns: u64,
+    /// System-wide CPU busy fraction during the trial, in parts per million (all CPUs).
+    pub system_busy_ppm: u64,
+    /// Datagram accounting (datagram transports only).
+    pub datagrams: Option<DatagramCounters>,
+    /// True when this side stopped on a timeout rather than completing.
+    pub timed_out: bool,
+}
+
+/// Exact datagram accounting at the receiver.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatagramCounters {
+    /// Distinct sequence numbers received.
+    pub received: u64,
+    /// Sent minus distinct received (filled in once the sender's count is known).
+    pub lost: u64,
+    /// Datagrams that arrived with a sequence number lower than one already seen.
+    pub reordered: u64,
+    /// Datagrams whose sequence number had already been received.
+    pub duplicates: u64,
+    /// Datagrams with a wrong cookie or a short header, not counted as received.
+    pub foreign: u64,
+    /// RFC 3550 interarrival jitter at the end of the trial, nanoseconds.
+    pub jitter_ns: u64,
+    /// Highest sequence number seen, plus one (0 when none).
+    pub highest_seq: u64,
+}
+
+/// Facts about one host, recorded in every results file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HostInfo {
+    pub tool: String,
+    pub tool_version: String,
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpu_count: u32,
+    pub interfaces: Vec<InterfaceInfo>,
+    /// Relevant sysctls, by dotted name.
+    pub sysctls: BTreeMap<String, String>,
+}
+
+/// One network interface as the host sees it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct InterfaceInfo {
+    pub name: String,
+    pub mtu: u32,
+    pub addresses: Vec<String>,
+    pub qdisc: Option<String>,
+    /// Offload features by ethtool name, when readable.
+    pub offloads: BTreeMap<String, bool>,
+}

@@ -1,0 +1,167 @@
+//! The live text table: a header, one line per point as it completes, a closing summary.
+
+use crate::units;
+use netsweep_core::results::{PointResult, RunResult, RunStatus, StopReason};
+use netsweep_core::spec::{Pattern, RunSpec};
+use std::fmt::Write;
+
+/// The title line and column header for a run.
+pub fn header(run: &RunResult) -> String {
+    let s = &run.spec;
+    let mut out = format!(
+        "netsweep {} · {} {} over {} ({}) · peer {} · {} sizes, precision ±{:.1}%\n",
+        run.tool.version,
+        s.transport,
+        s.pattern,
+        s.api.name(),
+        s.family.name(),
+        run.peer,
+        s.sizes.len(),
+        s.precision * 100.0
+    );
+    out.push_str(&columns(s));
+    out
+}
+
+fn columns(s: &RunSpec) -> String {
+    let dgram = s.transport.is_datagram();
+    match s.pattern {
+        Pattern::Pingpong => format!(
+            "{:>9} {:>9} {:>10} {:>10} {:>12} {:>8}{}  {}\n",
+            "bytes",
+            "reps",
+            "p50 µs",
+            "p99 µs",
+            "Mbit/s",
+            "± CI",
+            if dgram { format!(" {:>7}", "loss") } else { String::new() },
+            "(latency is RTT/2)"
+        ),
+        Pattern::Stream => format!(
+            "{:>9} {:>12} {:>12} {:>8}{}\n",
+            "bytes",
+            "sender",
+            "receiver",
+            "± CI",
+            if dgram {
+                format!(" {:>7} {:>9} {:>9}", "loss", "reorder", "jitter µs")
+            } else {
+                String::new()
+            },
+        ),
+    }
+}
+
+fn flags(p: &PointResult) -> String {
+    let mut f = String::new();
+    if !p.precision_met {
+        f.push_str(match p.stop_reason {
+            StopReason::TimeBudget => "  ~ time budget spent",
+            StopReason::MaxTrials => "  ~ max trials",
+            StopReason::Timeout => "  ! timeout",
+            StopReason::Precision => "",
+        });
+    }
+    if !p.notes.is_empty() {
+        f.push_str("  * ");
+        f.push_str(&p.notes.join("; "));
+    }
+    f
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}%", x * 100.0)
+}
+
+/// One table line for a point.
+pub fn row(spec: &RunSpec, p: &PointResult) -> String {
+    let dgram = spec.transport.is_datagram();
+    let ci = format!("{:.1}%", p.throughput_mbps.relative_ci().min(9.99) * 100.0);
+    let mut line = match spec.pattern {
+        Pattern::Pingpong => {
+            let l = p.latency.unwrap_or_default();
+            format!(
+                "{:>9} {:>9} {:>10} {:>10} {:>12} {:>8}",
+                p.size,
+                p.repetitions,
+                units::us(l.half_rtt_ns.p50),
+                units::us(l.half_rtt_ns.p99),
+                units::mbps(p.throughput_mbps.mean),
+                ci
+            )
+        }
+        Pattern::Stream => format!(
+            "{:>9} {:>12} {:>12} {:>8}",
+            p.size,
+            units::mbps(p.sender_mbps.unwrap_or_default().mean),
+            units::mbps(p.receiver_mbps.unwrap_or_default().mean),
+            ci
+        ),
+    };
+    if dgram {
+        let l = p.loss.unwrap_or_default();
+        let _ = write!(line, " {:>7}", pct(l.ratio));
+        if spec.pattern == Pattern::Stream {
+            let _ = write!(line, " {:>9} {:>9}", l.reordered, units::us(l.jitter_ns));
+        }
+    }
+    line.push_str(&flags(p));
+    line.push('\n');
+    line
+}
+
+/// The closing summary.
+pub fn summary(run: &RunResult) -> String {
+    let mut out = String::new();
+    if let Some(s) = &run.summary {
+        let _ = write!(
+            out,
+            "peak {} Mbit/s at {}",
+            units::mbps(s.peak_mbps),
+            units::size(s.peak_at_size)
+        );
+        if let (Some(l), Some(at)) = (s.min_latency_ns, s.min_latency_at_size) {
+            let _ = write!(out, " · smallest latency {} µs (RTT/2, p50) at {}", units::us(l), units::size(at));
+        }
+        let _ = writeln!(out, " · {} points in {:.1} s", s.points, s.elapsed_ns as f64 / 1e9);
+    }
+    let missed = run.points.iter().filter(|p| !p.precision_met).count();
+    if missed > 0 {
+        let _ = writeln!(
+            out,
+            "{missed} of {} points did not reach ±{:.1}% (marked ~): raise --max-point-time or lower --precision",
+            run.points.len(),
+            run.spec.precision * 100.0
+        );
+    }
+    match run.status {
+        RunStatus::Complete => {}
+        RunStatus::Interrupted => {
+            let _ = writeln!(out, "interrupted: {} points measured and kept", run.points.len());
+        }
+        RunStatus::Failed | RunStatus::Running => {
+            let _ = writeln!(
+                out,
+                "run failed: {} ({} points measured and kept)",
+                run.message.as_deref().unwrap_or("unknown error"),
+                run.points.len()
+            );
+        }
+    }
+    if let Some(m) = &run.message {
+        if run.status == RunStatus::Complete {
+            let _ = writeln!(out, "{m}");
+        }
+    }
+    out
+}
+
+/// The whole table of a saved run.
+pub fn render(run: &RunResult) -> String {
+    let mut out = header(run);
+    for p in &run.points {
+        out.push_str(&row(&run.spec, p));
+    }
+    out.push_str(&summary(run));
+    out
+}

@@ -1,0 +1,29 @@
+//! Binding a data path to its session: the client presents the 8-byte session cookie first.
+
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+/// Length of the cookie on the wire.
+pub const LEN: usize = 8;
+
+/// Writes the cookie on a fresh stream connection.
+pub fn present(stream: &mut impl Write, cookie: u64) -> io::Result<()> {
+    stream.write_all(&cookie.to_be_bytes())
+}
+
+/// Reads a cookie from a fresh stream connection; the stream's read timeout bounds the wait.
+pub fn read(stream: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; LEN];
+    stream.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// Time left until `deadline`, or a TimedOut error naming what was awaited.
+pub fn left(deadline: Instant, what: &str) -> io::Result<Duration> {
+    let d = deadline.saturating_duration_since(Instant::now());
+    if d.is_zero() {
+        Err(io::Error::new(io::ErrorKind::TimedOut, format!("timed out waiting for {what}")))
+    } else {
+        Ok(d)
+    }
+}

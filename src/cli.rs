@@ -1,0 +1,182 @@
+//! Command-line definitions (clap). Every flag documents its unit and default.
+
+use clap::{Args, Parser, Subcommand};
+
+/// Default TCP port of `netsweep serve`'s control connection.
+pub const DEFAULT_PORT: u16 = 7200;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "netsweep",
+    version,
+    about = "Protocol-independent network performance evaluator",
+    long_about = "netsweep measures a communication path — transport, api, knobs, link — across a sweep of \
+message sizes: latency with percentiles and confidence, throughput seen by sender and receiver, loss, \
+reordering and CPU cost, on both ends.\n\nWith no subcommand it runs `netsweep run`: a default NetPIPE-style \
+tcp pingpong sweep against an in-process server on loopback, printing the table and saving the results file.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// `netsweep [FLAGS]` is `netsweep run [FLAGS]`.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Measure a path across a sweep of message sizes (the default command).
+    Run(Box<RunArgs>),
+    /// Serve runs from remote `netsweep run` clients.
+    Serve(ServeArgs),
+    /// Re-render a saved results file in another format.
+    Report(ReportArgs),
+    /// List transports, apis and patterns and whether each works on this host.
+    List,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct RunArgs {
+    /// Server to measure against, as HOST or HOST:PORT (IPv6: [ADDR]:PORT). Without it, an
+    /// in-process server on loopback is used over the same control protocol.
+    #[arg(value_name = "HOST[:PORT]")]
+    pub host: Option<String>,
+
+    /// Transport under test: tcp, udp, unix-stream (or unix), unix-dgram.
+    #[arg(short, long, default_value = "tcp")]
+    pub transport: String,
+
+    /// Traffic pattern: pingpong (timed round trips) or stream (one way, both ends count).
+    #[arg(short, long, default_value = "pingpong")]
+    pub pattern: String,
+
+    /// How data is handed to the stack.
+    #[arg(long, default_value = "basic")]
+    pub api: String,
+
+    /// Use IPv6 (the in-process server listens on ::1).
+    #[arg(short = '6', long)]
+    pub ipv6: bool,
+
+    /// Message sizes: a list and/or ranges, e.g. `1,1k..8k:+1k`, `64k..8M:*2`, `59k..72k:+512`.
+    /// Default: NetPIPE's perturbed exponential schedule from 1 byte to the transport's ceiling
+    /// (65507 for udp, 8 MiB for stream sockets), stopping once one transfer takes over a second.
+    #[arg(short, long, value_name = "SPEC")]
+    pub sizes: Option<String>,
+
+    /// Largest size of the default schedule (e.g. 64k); ignored with --sizes.
+    #[arg(long, value_name = "SIZE")]
+    pub max_size: Option<String>,
+
+    /// Perturbation of the default schedule in bytes (NetPIPE -p): sizes b−N, b, b+N around each base size.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub perturbation: u64,
+
+    /// Target duration of one trial (e.g. 40ms, 0.5s).
+    #[arg(long, default_value = "20ms", value_name = "TIME")]
+    pub trial_time: String,
+
+    /// Target half-width of the 95% confidence interval of each point's throughput (2% or 0.02).
+    #[arg(long, default_value = "2%", value_name = "FRACTION")]
+    pub precision: String,
+
+    /// Time budget of one point; a point that has not met --precision by then stops and is marked.
+    #[arg(long, default_value = "500ms", value_name = "TIME")]
+    pub max_point_time: String,
+
+    /// Fewest timed trials per point.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub min_trials: u32,
+
+    /// Most timed trials per point.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub max_trials: u32,
+
+    /// Skip the untimed warm-up/calibration trial of each point.
+    #[arg(long)]
+    pub no_warmup: bool,
+
+    /// How long any wait for the peer may last before the run fails.
+    #[arg(long, default_value = "10s", value_name = "TIME")]
+    pub timeout: String,
+
+    /// Socket send buffer (SO_SNDBUF) on both ends, e.g. 256k; the granted size is recorded.
+    #[arg(long, value_name = "SIZE")]
+    pub sndbuf: Option<String>,
+
+    /// Socket receive buffer (SO_RCVBUF) on both ends; the granted size is recorded.
+    #[arg(long, value_name = "SIZE")]
+    pub rcvbuf: Option<String>,
+
+    /// TCP_NODELAY (Nagle off) on both ends: on or off.
+    #[arg(long, default_value = "on", value_name = "on|off")]
+    pub nodelay: String,
+
+    /// Offset of message buffers from a page boundary in bytes, both ends (NetPIPE -O).
+    #[arg(long, default_value_t = 0, value_name = "BYTES")]
+    pub offset: u64,
+
+    /// Output format on stdout (or in -o FILE): text, json, jsonl, csv, npout. Default: text,
+    /// or what -o's extension implies (.json, .jsonl, .csv, .out).
+    #[arg(short, long, value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Write the output to FILE, rewritten after every point.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+
+    /// Directory of the automatically saved results file.
+    #[arg(long, default_value = "netsweep-results", value_name = "DIR")]
+    pub save_dir: String,
+
+    /// Do not save netsweep-results/<timestamp>-<transport>-<pattern>.json.
+    #[arg(long)]
+    pub no_save: bool,
+
+    /// Print nothing but errors on stdout/stderr (files are still written).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Port of the server's control connection when HOST has none.
+    #[arg(long, default_value_t = crate::cli::DEFAULT_PORT)]
+    pub port: u16,
+
+    /// A JSON file describing the testbed, recorded as `lab` in the results (used by scenarios).
+    #[arg(long, value_name = "FILE")]
+    pub lab_meta: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind: String,
+
+    /// Control port.
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    pub port: u16,
+
+    /// Serve one run, then exit.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Saved results file (JSON).
+    pub file: String,
+
+    /// Output format: text, json, jsonl, csv, npout.
+    #[arg(short, long, default_value = "text")]
+    pub format: String,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+}

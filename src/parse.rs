@@ -1,0 +1,88 @@
+//! Parsing of command-line values: durations, fractions, byte sizes, on/off.
+
+use std::time::Duration;
+
+/// Parses `40ms`, `0.5s`, `2m`, `100us`, `250` (milliseconds when no unit).
+pub fn duration(s: &str, flag: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("bad {flag} value '{s}': use a number with a unit, e.g. 40ms, 2s, 1m"))?;
+    let secs = match unit.trim() {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
+        "ms" | "" => v / 1e3,
+        "s" => v,
+        "m" | "min" => v * 60.0,
+        other => return Err(format!("bad unit '{other}' in {flag} '{s}': use ns, us, ms, s or m")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!("{flag} '{s}' is out of range: give a positive time up to a day"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses `2%` or `0.02`.
+pub fn fraction(s: &str, flag: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = if let Some(p) = t.strip_suffix('%') {
+        p.trim().parse::<f64>().map(|x| x / 100.0)
+    } else {
+        t.parse::<f64>()
+    }
+    .map_err(|_| format!("bad {flag} value '{s}': use a percentage like 2% or a fraction like 0.02"))?;
+    if !(v > 0.0 && v < 1.0) {
+        return Err(format!("{flag} '{s}' is out of range: give a value between 0% and 100%"));
+    }
+    Ok(v)
+}
+
+/// Parses one byte size with the `--sizes` grammar (`64k`, `8M`, `1472`).
+pub fn size(s: &str, flag: &str) -> Result<u64, String> {
+    match netsweep_core::sizes::parse_sizes(s) {
+        Ok(v) if v.len() == 1 => Ok(v[0]),
+        _ => Err(format!("bad {flag} value '{s}': use one size such as 256k or 4M")),
+    }
+}
+
+/// Parses on/off (also true/false, yes/no, 1/0).
+pub fn on_off(s: &str, flag: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("bad {flag} value '{s}': use on or off")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("40ms", "t"), Ok(Duration::from_millis(40)));
+        assert_eq!(duration("0.5s", "t"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("250", "t"), Ok(Duration::from_millis(250)));
+        assert!(duration("fast", "--trial-time").unwrap_err().contains("--trial-time"));
+        assert!(duration("5h", "t").unwrap_err().contains("unit"));
+        assert!(duration("0s", "t").is_err());
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(fraction("2%", "p"), Ok(0.02));
+        assert_eq!(fraction("0.05", "p"), Ok(0.05));
+        assert!(fraction("150%", "p").is_err());
+        assert!(fraction("x", "p").is_err());
+    }
+
+    #[test]
+    fn sizes_and_switches() {
+        assert_eq!(size("64k", "s"), Ok(65536));
+        assert!(size("1,2", "s").is_err());
+        assert_eq!(on_off("OFF", "n"), Ok(false));
+        assert!(on_off("maybe", "n").is_err());
+    }
+}

@@ -1,0 +1,127 @@
+//! The run's sink: prints the live table (and a progress line on a terminal) and rewrites
+//! the results files after every point, so nothing measured is lost.
+
+use netsweep_core::engine::RunSink;
+use netsweep_core::results::RunResult;
+use netsweep_report::format::{jsonl_footer, jsonl_header, jsonl_point};
+use netsweep_report::{csv, npout, render, text, Format};
+use std::fs;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Where output goes.
+#[derive(Debug)]
+pub struct Sink {
+    /// Format printed on stdout (None when quiet, or when stdout output went to a file).
+    pub stdout: Option<Format>,
+    /// A file in some format, rewritten after every point.
+    pub file: Option<(PathBuf, Format)>,
+    /// The saved JSON results file.
+    pub saved: Option<PathBuf>,
+    /// Show a progress line on stderr.
+    pub progress: bool,
+    /// Errors writing files (reported at the end, never fatal mid-run).
+    pub write_errors: Vec<String>,
+    total: usize,
+    progress_shown: bool,
+}
+
+impl Sink {
+    pub fn new(stdout: Option<Format>, file: Option<(PathBuf, Format)>, saved: Option<PathBuf>, quiet: bool) -> Self {
+        Self {
+            stdout,
+            file,
+            saved,
+            progress: !quiet && std::io::stderr().is_terminal(),
+            write_errors: Vec::new(),
+            total: 0,
+            progress_shown: false,
+        }
+    }
+
+    fn clear_progress(&mut self) {
+        if self.progress_shown {
+            eprint!("\r\x1b[2K");
+            self.progress_shown = false;
+        }
+    }
+
+    fn save(&mut self, run: &RunResult) {
+        let targets: Vec<(PathBuf, Format)> = self
+            .saved
+            .iter()
+            .map(|p| (p.clone(), Format::Json))
+            .chain(self.file.iter().cloned())
+            .collect();
+        for (path, format) in targets {
+            if let Err(e) = write_atomic(&path, &render(run, format)) {
+                self.write_errors.push(format!("cannot write {}: {e}", path.display()));
+            }
+        }
+    }
+
+    fn print(&self, s: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+    }
+}
+
+/// Writes `text` to a temporary file beside `path` and renames it over `path`, so a reader
+/// (or a crash) never sees a half-written file.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, path)
+}
+
+impl RunSink for Sink {
+    fn started(&mut self, run: &RunResult) {
+        self.total = run.spec.sizes.len();
+        match self.stdout {
+            Some(Format::Text) => self.print(&text::header(run)),
+            Some(Format::Csv) => self.print(csv::HEADER),
+            Some(Format::Jsonl) => self.print(&jsonl_header(run)),
+            _ => {}
+        }
+        self.save(run);
+    }
+
+    fn measuring(&mut self, index: usize, size: u64) {
+        if self.progress {
+            eprint!("\r\x1b[2K[{}/{}] measuring {} bytes…", index + 1, self.total, size);
+            let _ = std::io::stderr().flush();
+            self.progress_shown = true;
+        }
+    }
+
+    fn point(&mut self, run: &RunResult) {
+        self.clear_progress();
+        if let Some(p) = run.points.last() {
+            match self.stdout {
+                Some(Format::Text) => self.print(&text::row(&run.spec, p)),
+                Some(Format::Csv) => self.print(&csv::row(p)),
+                Some(Format::Jsonl) => self.print(&jsonl_point(p)),
+                Some(Format::Npout) => self.print(&npout::row(p)),
+                _ => {}
+            }
+        }
+        self.save(run);
+    }
+
+    fn finished(&mut self, run: &RunResult) {
+        self.clear_progress();
+        match self.stdout {
+            Some(Format::Text) => self.print(&text::summary(run)),
+            Some(Format::Jsonl) => self.print(&jsonl_footer(run)),
+            Some(Format::Json) => self.print(&render(run, Format::Json)),
+            _ => {}
+        }
+        self.save(run);
+    }
+}
