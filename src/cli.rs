@@ -83,7 +83,7 @@ pub struct RunArgs {
     pub precision: String,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is marked.
-    #[arg(long, default_value = "500ms", value_name = "TIME")]
+    #[arg(long, default_value = "300ms", value_name = "TIME")]
     pub max_point_time: String,
 
     /// Fewest timed trials per point.

@@ -5,7 +5,10 @@ use netsweep_transport::probe;
 use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
-    println!("{:<12} {:<10} {:<18} status", "transport", "apis", "patterns");
+    println!(
+        "{:<12} {:<10} {:<18} status",
+        "transport", "apis", "patterns"
+    );
     for t in Transport::ALL {
         let p = probe(t);
         let status = if p.available {

@@ -26,7 +26,9 @@ pub fn main(a: ReportArgs) -> ExitCode {
     let out = render(&run, format);
     match &a.output {
         None => {
-            print!("{out}");
+            use std::io::Write;
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = std::io::stdout().lock().write_all(out.as_bytes());
             ExitCode::SUCCESS
         }
         Some(p) => match write_atomic(std::path::Path::new(p), &out) {

@@ -35,9 +35,17 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
         )
     })?;
     let api = Api::parse(&a.api).ok_or_else(|| {
-        format!("unknown api '{}': choose one of {}", a.api, Api::ALL.map(|p| p.name()).join(", "))
+        format!(
+            "unknown api '{}': choose one of {}",
+            a.api,
+            Api::ALL.map(|p| p.name()).join(", ")
+        )
     })?;
-    let family = if transport.is_ip() { family } else { Family::Unix };
+    let family = if transport.is_ip() {
+        family
+    } else {
+        Family::Unix
+    };
     let mut spec = RunSpec::new(transport, pattern, family);
     spec.api = api;
     match &a.sizes {
@@ -73,20 +81,34 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     }
     spec.trial_time_ns = parse::duration(&a.trial_time, "--trial-time")?.as_nanos() as u64;
     spec.precision = parse::fraction(&a.precision, "--precision")?;
-    spec.max_point_time_ns = parse::duration(&a.max_point_time, "--max-point-time")?.as_nanos() as u64;
+    spec.max_point_time_ns =
+        parse::duration(&a.max_point_time, "--max-point-time")?.as_nanos() as u64;
     spec.timeout_ns = parse::duration(&a.timeout, "--timeout")?.as_nanos() as u64;
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
     let knobs = Knobs {
-        sndbuf: a.sndbuf.as_deref().map(|s| parse::size(s, "--sndbuf")).transpose()?,
-        rcvbuf: a.rcvbuf.as_deref().map(|s| parse::size(s, "--rcvbuf")).transpose()?,
-        nodelay: (transport == Transport::Tcp).then(|| parse::on_off(&a.nodelay, "--nodelay")).transpose()?,
+        sndbuf: a
+            .sndbuf
+            .as_deref()
+            .map(|s| parse::size(s, "--sndbuf"))
+            .transpose()?,
+        rcvbuf: a
+            .rcvbuf
+            .as_deref()
+            .map(|s| parse::size(s, "--rcvbuf"))
+            .transpose()?,
+        nodelay: (transport == Transport::Tcp)
+            .then(|| parse::on_off(&a.nodelay, "--nodelay"))
+            .transpose()?,
         buffer_offset: (a.offset > 0).then_some(a.offset),
         ..Default::default()
     };
     if a.offset >= 4096 {
-        return Err(format!("--offset {} must be below the page size (4096)", a.offset));
+        return Err(format!(
+            "--offset {} must be below the page size (4096)",
+            a.offset
+        ));
     }
     spec.client_knobs = knobs.clone();
     spec.server_knobs = knobs;
@@ -105,7 +127,9 @@ fn resolve(host: &str, default_port: u16, ipv6: bool) -> Result<SocketAddr, Stri
     };
     let addrs: Vec<SocketAddr> = with_port
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve '{host}': {e}; give HOST or HOST:PORT (IPv6 as [ADDR]:PORT)"))?
+        .map_err(|e| {
+            format!("cannot resolve '{host}': {e}; give HOST or HOST:PORT (IPv6 as [ADDR]:PORT)")
+        })?
         .collect();
     addrs
         .iter()
@@ -128,10 +152,12 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Result<Sink, Str
             })
         })
         .transpose()?;
-    let file = a
-        .output
-        .as_ref()
-        .map(|o| (PathBuf::from(o), explicit.unwrap_or_else(|| Format::from_path(o))));
+    let file = a.output.as_ref().map(|o| {
+        (
+            PathBuf::from(o),
+            explicit.unwrap_or_else(|| Format::from_path(o)),
+        )
+    });
     let stdout = if a.quiet {
         None
     } else if file.is_some() {
@@ -159,9 +185,10 @@ pub fn main(a: RunArgs) -> ExitCode {
     };
     let lab = match &a.lab_meta {
         None => None,
-        Some(p) => match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| {
-            serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())
-        }) {
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()))
+        {
             Ok(v) => Some(v),
             Err(e) => return usage_error(format!("cannot read --lab-meta {p}: {e}")),
         },
@@ -190,7 +217,9 @@ pub fn main(a: RunArgs) -> ExitCode {
             };
             let listener = match TcpListener::bind((ip, 0)) {
                 Ok(l) => l,
-                Err(e) => return failure(format!("cannot start the in-process server on {ip}: {e}")),
+                Err(e) => {
+                    return failure(format!("cannot start the in-process server on {ip}: {e}"))
+                }
             };
             let addr = match listener.local_addr() {
                 Ok(a) => a,
@@ -204,7 +233,10 @@ pub fn main(a: RunArgs) -> ExitCode {
             };
             let f = factory.clone();
             let s2 = stop.clone();
-            local = Some((std::thread::spawn(move || serve(listener, f, opts, s2)), stop));
+            local = Some((
+                std::thread::spawn(move || serve(listener, f, opts, s2)),
+                stop,
+            ));
             (addr, "in-process".to_string())
         }
     };
@@ -216,7 +248,9 @@ pub fn main(a: RunArgs) -> ExitCode {
         started_at: time::rfc3339(now),
         lab,
     };
-    let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink, &|| time::rfc3339(SystemTime::now()));
+    let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink, &|| {
+        time::rfc3339(SystemTime::now())
+    });
     if let Some((handle, stop)) = local {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = handle.join();
@@ -229,7 +263,10 @@ pub fn main(a: RunArgs) -> ExitCode {
         Ok(o) => match o.error {
             None => ExitCode::SUCCESS,
             Some(netsweep_core::error::NetError::Interrupted) => {
-                eprintln!("netsweep: interrupted; {} points measured and saved", o.result.points.len());
+                eprintln!(
+                    "netsweep: interrupted; {} points measured and saved",
+                    o.result.points.len()
+                );
                 ExitCode::from(130)
             }
             Some(e) => {

@@ -12,12 +12,21 @@ use std::sync::Arc;
 pub fn main(a: ServeArgs) -> ExitCode {
     let ip: IpAddr = match a.bind.trim_matches(['[', ']']).parse() {
         Ok(ip) => ip,
-        Err(_) => return usage_error(format!("bad --bind '{}': give an IP address such as 0.0.0.0 or ::", a.bind)),
+        Err(_) => {
+            return usage_error(format!(
+                "bad --bind '{}': give an IP address such as 0.0.0.0 or ::",
+                a.bind
+            ))
+        }
     };
     let addr = SocketAddr::new(ip, a.port);
     let listener = match TcpListener::bind(addr) {
         Ok(l) => l,
-        Err(e) => return failure(format!("cannot listen on {addr}: {e} (is another server using the port? try --port)")),
+        Err(e) => {
+            return failure(format!(
+                "cannot listen on {addr}: {e} (is another server using the port? try --port)"
+            ))
+        }
     };
     signal::install();
     let stop = Arc::new(AtomicBool::new(false));
@@ -29,7 +38,9 @@ pub fn main(a: ServeArgs) -> ExitCode {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     });
-    let bound = listener.local_addr().map_or(addr.to_string(), |a| a.to_string());
+    let bound = listener
+        .local_addr()
+        .map_or(addr.to_string(), |a| a.to_string());
     if !a.quiet {
         eprintln!("netsweep serve: listening on {bound} (Ctrl-C stops)");
     }

@@ -5,21 +5,29 @@ use std::time::Duration;
 /// Parses `40ms`, `0.5s`, `2m`, `100us`, `250` (milliseconds when no unit).
 pub fn duration(s: &str, flag: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("bad {flag} value '{s}': use a number with a unit, e.g. 40ms, 2s, 1m"))?;
+    let v: f64 = num.parse().map_err(|_| {
+        format!("bad {flag} value '{s}': use a number with a unit, e.g. 40ms, 2s, 1m")
+    })?;
     let secs = match unit.trim() {
         "ns" => v / 1e9,
         "us" | "µs" => v / 1e6,
         "ms" | "" => v / 1e3,
         "s" => v,
         "m" | "min" => v * 60.0,
-        other => return Err(format!("bad unit '{other}' in {flag} '{s}': use ns, us, ms, s or m")),
+        other => {
+            return Err(format!(
+                "bad unit '{other}' in {flag} '{s}': use ns, us, ms, s or m"
+            ))
+        }
     };
     if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
-        return Err(format!("{flag} '{s}' is out of range: give a positive time up to a day"));
+        return Err(format!(
+            "{flag} '{s}' is out of range: give a positive time up to a day"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -32,9 +40,13 @@ pub fn fraction(s: &str, flag: &str) -> Result<f64, String> {
     } else {
         t.parse::<f64>()
     }
-    .map_err(|_| format!("bad {flag} value '{s}': use a percentage like 2% or a fraction like 0.02"))?;
+    .map_err(|_| {
+        format!("bad {flag} value '{s}': use a percentage like 2% or a fraction like 0.02")
+    })?;
     if !(v > 0.0 && v < 1.0) {
-        return Err(format!("{flag} '{s}' is out of range: give a value between 0% and 100%"));
+        return Err(format!(
+            "{flag} '{s}' is out of range: give a value between 0% and 100%"
+        ));
     }
     Ok(v)
 }
@@ -43,7 +55,9 @@ pub fn fraction(s: &str, flag: &str) -> Result<f64, String> {
 pub fn size(s: &str, flag: &str) -> Result<u64, String> {
     match netsweep_core::sizes::parse_sizes(s) {
         Ok(v) if v.len() == 1 => Ok(v[0]),
-        _ => Err(format!("bad {flag} value '{s}': use one size such as 256k or 4M")),
+        _ => Err(format!(
+            "bad {flag} value '{s}': use one size such as 256k or 4M"
+        )),
     }
 }
 
@@ -65,7 +79,9 @@ mod tests {
         assert_eq!(duration("40ms", "t"), Ok(Duration::from_millis(40)));
         assert_eq!(duration("0.5s", "t"), Ok(Duration::from_millis(500)));
         assert_eq!(duration("250", "t"), Ok(Duration::from_millis(250)));
-        assert!(duration("fast", "--trial-time").unwrap_err().contains("--trial-time"));
+        assert!(duration("fast", "--trial-time")
+            .unwrap_err()
+            .contains("--trial-time"));
         assert!(duration("5h", "t").unwrap_err().contains("unit"));
         assert!(duration("0s", "t").is_err());
     }

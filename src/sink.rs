@@ -27,7 +27,12 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(stdout: Option<Format>, file: Option<(PathBuf, Format)>, saved: Option<PathBuf>, quiet: bool) -> Self {
+    pub fn new(
+        stdout: Option<Format>,
+        file: Option<(PathBuf, Format)>,
+        saved: Option<PathBuf>,
+        quiet: bool,
+    ) -> Self {
         Self {
             stdout,
             file,
@@ -55,7 +60,8 @@ impl Sink {
             .collect();
         for (path, format) in targets {
             if let Err(e) = write_atomic(&path, &render(run, format)) {
-                self.write_errors.push(format!("cannot write {}: {e}", path.display()));
+                self.write_errors
+                    .push(format!("cannot write {}: {e}", path.display()));
             }
         }
     }
@@ -94,7 +100,12 @@ impl RunSink for Sink {
 
     fn measuring(&mut self, index: usize, size: u64) {
         if self.progress {
-            eprint!("\r\x1b[2K[{}/{}] measuring {} bytes…", index + 1, self.total, size);
+            eprint!(
+                "\r\x1b[2K[{}/{}] measuring {} bytes…",
+                index + 1,
+                self.total,
+                size
+            );
             let _ = std::io::stderr().flush();
             self.progress_shown = true;
         }

@@ -33,14 +33,20 @@ fn pump<T>(
         match stream.read(&mut buf) {
             Ok(0) => {
                 feed(None)?;
-                return Err(NetError::Closed { during: during.into() });
+                return Err(NetError::Closed {
+                    during: during.into(),
+                });
             }
             Ok(n) => {
                 if let Some(v) = feed(Some(&buf[..n]))? {
                     return Ok(v);
                 }
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(NetError::io(format!("control connection ({during})"), e)),
         }
@@ -67,10 +73,11 @@ pub struct ClientControl {
 impl ClientControl {
     /// Connects and negotiates the protocol version.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, NetError> {
-        let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|source| NetError::Connect {
-            addr: addr.to_string(),
-            source,
-        })?;
+        let stream =
+            TcpStream::connect_timeout(&addr, timeout).map_err(|source| NetError::Connect {
+                addr: addr.to_string(),
+                source,
+            })?;
         stream.set_nodelay(true).ok();
         stream.set_write_timeout(Some(timeout)).ok();
         let mut c = Self {
@@ -80,17 +87,22 @@ impl ClientControl {
         };
         c.flush()?;
         let machine = &mut c.machine;
-        pump(&mut c.stream, timeout, "negotiating the protocol version", |data| {
-            match data {
-                Some(d) => machine.handle_input(d)?,
-                None => machine.handle_eof()?,
-            }
-            match machine.poll_event() {
-                Some(ClientEvent::Negotiated { .. }) => Ok(Some(())),
-                Some(ClientEvent::Message(_)) => Ok(None),
-                None => Ok(None),
-            }
-        })?;
+        pump(
+            &mut c.stream,
+            timeout,
+            "negotiating the protocol version",
+            |data| {
+                match data {
+                    Some(d) => machine.handle_input(d)?,
+                    None => machine.handle_eof()?,
+                }
+                match machine.poll_event() {
+                    Some(ClientEvent::Negotiated { .. }) => Ok(Some(())),
+                    Some(ClientEvent::Message(_)) => Ok(None),
+                    None => Ok(None),
+                }
+            },
+        )?;
         Ok(c)
     }
 
@@ -113,24 +125,34 @@ impl ClientControl {
     /// Waits for the next message from the server, up to `timeout` (the default when `None`).
     pub fn recv(&mut self, during: &str, timeout: Option<Duration>) -> Result<ServerMsg, NetError> {
         let machine = &mut self.machine;
-        let msg = pump(&mut self.stream, timeout.unwrap_or(self.timeout), during, |data| {
-            match data {
-                Some(d) => machine.handle_input(d)?,
-                None => machine.handle_eof()?,
-            }
-            loop {
-                match machine.poll_event() {
-                    Some(ClientEvent::Message(m)) => return Ok(Some(m)),
-                    Some(ClientEvent::Negotiated { .. }) => continue,
-                    None => return Ok(None),
+        let msg = pump(
+            &mut self.stream,
+            timeout.unwrap_or(self.timeout),
+            during,
+            |data| {
+                match data {
+                    Some(d) => machine.handle_input(d)?,
+                    None => machine.handle_eof()?,
                 }
-            }
-        })?;
+                loop {
+                    match machine.poll_event() {
+                        Some(ClientEvent::Message(m)) => return Ok(Some(m)),
+                        Some(ClientEvent::Negotiated { .. }) => continue,
+                        None => return Ok(None),
+                    }
+                }
+            },
+        )?;
         Ok(msg)
     }
 
     /// Sends `msg` and waits for the answer.
-    pub fn request(&mut self, msg: ClientMsg, during: &str, timeout: Option<Duration>) -> Result<ServerMsg, NetError> {
+    pub fn request(
+        &mut self,
+        msg: ClientMsg,
+        during: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ServerMsg, NetError> {
         self.send(msg)?;
         match self.recv(during, timeout)? {
             ServerMsg::Error { message } => Err(NetError::Refused(message)),
@@ -157,16 +179,21 @@ impl ServerControl {
             machine: Server::new(),
         };
         let machine = &mut s.machine;
-        let result = pump(&mut s.stream, timeout, "waiting for the client's preamble", |data| {
-            match data {
-                Some(d) => machine.handle_input(d)?,
-                None => machine.handle_eof()?,
-            }
-            match machine.poll_event() {
-                Some(ServerEvent::Negotiated { .. }) => Ok(Some(())),
-                _ => Ok(None),
-            }
-        });
+        let result = pump(
+            &mut s.stream,
+            timeout,
+            "waiting for the client's preamble",
+            |data| {
+                match data {
+                    Some(d) => machine.handle_input(d)?,
+                    None => machine.handle_eof()?,
+                }
+                match machine.poll_event() {
+                    Some(ServerEvent::Negotiated { .. }) => Ok(Some(())),
+                    _ => Ok(None),
+                }
+            },
+        );
         // Even on a mismatch the machine queued a reply that names both ranges: send it.
         let _ = s.flush();
         result?;

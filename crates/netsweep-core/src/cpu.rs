@@ -63,7 +63,11 @@ impl SystemCpu {
 /// Parses the aggregate `cpu` line: user nice system idle iowait irq softirq steal …
 pub fn parse_proc_stat(text: &str) -> Option<SystemCpu> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     if v.len() < 4 {
         return None;
     }
@@ -90,7 +94,13 @@ mod tests {
     #[test]
     fn proc_stat_busy_fraction() {
         let a = parse_proc_stat("cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n").unwrap();
-        assert_eq!(a, SystemCpu { busy: 150, total: 1000 });
+        assert_eq!(
+            a,
+            SystemCpu {
+                busy: 150,
+                total: 1000
+            }
+        );
         let b = parse_proc_stat("cpu  200 0 100 1500 100 0 0 0 0 0\n").unwrap();
         // 150 busy of 900 jiffies.
         assert_eq!(b.busy_ppm_since(a), 166_666);

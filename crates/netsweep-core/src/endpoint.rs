@@ -59,7 +59,10 @@ pub fn send_message(ep: &mut dyn Endpoint, buf: &[u8]) -> io::Result<u64> {
             return Ok(calls);
         }
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::WriteZero, "peer accepted no data"));
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "peer accepted no data",
+            ));
         }
     }
 }
@@ -74,7 +77,10 @@ pub fn recv_message(ep: &mut dyn Endpoint, buf: &mut [u8]) -> io::Result<u64> {
         let n = ep.recv(&mut buf[off..])?;
         calls += 1;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the data connection"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "peer closed the data connection",
+            ));
         }
         off += n;
     }
@@ -83,7 +89,10 @@ pub fn recv_message(ep: &mut dyn Endpoint, buf: &mut [u8]) -> io::Result<u64> {
 
 /// True when an I/O error is a receive timeout (SO_RCVTIMEO expiry).
 pub fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// A message buffer starting `offset` bytes past a page boundary, allocated once per point.
@@ -104,7 +113,11 @@ impl MessageBuffer {
         let storage = vec![0u8; len + offset + PAGE];
         let addr = storage.as_ptr() as usize;
         let start = (PAGE - addr % PAGE) % PAGE + offset;
-        let mut b = Self { storage, start, len };
+        let mut b = Self {
+            storage,
+            start,
+            len,
+        };
         // A recognisable pattern, so integrity checks can tell a real payload from zeros.
         for (i, x) in b.as_mut().iter_mut().enumerate() {
             *x = (i % 251) as u8;

@@ -3,14 +3,14 @@
 //! — and hands every finished point to a [`RunSink`] at once.
 
 use crate::control::ClientControl;
-use crate::cpu::{SystemCpu, ThreadCpu};
+use crate::cpu::{current_cpu, SystemCpu, ThreadCpu};
 use crate::endpoint::{Endpoint, MessageBuffer, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
 use crate::pattern::{pingpong, stream};
 use crate::results::{
-    Distribution, Estimate, Granted, Latency, Loss, PointResult, RunResult, RunStatus, SideTotals,
-    StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
+    Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult, RunResult, RunStatus,
+    SideTotals, StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
 };
 use crate::server::trial_cookie;
 use crate::spec::{Pattern, RunSpec};
@@ -78,7 +78,11 @@ pub fn run(
         "waiting for the server's welcome",
         None,
     )? {
-        ServerMsg::Welcome { server, cookie, data } => (server, cookie, data),
+        ServerMsg::Welcome {
+            server,
+            cookie,
+            data,
+        } => (server, cookie, data),
         other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
     };
     let data_ip = ctl
@@ -88,8 +92,17 @@ pub fn run(
         .ip();
     let mut ep = factory
         .connect(&setup, &spec.client_knobs, data_ip, &data, cookie, timeout)
-        .map_err(|e| NetError::io(format!("connecting the {} data path to {data_ip}", spec.transport), e))?;
-    let server_granted = match ctl.request(ClientMsg::DataReady {}, "waiting for the data path to be bound", None)? {
+        .map_err(|e| {
+            NetError::io(
+                format!("connecting the {} data path to {data_ip}", spec.transport),
+                e,
+            )
+        })?;
+    let server_granted = match ctl.request(
+        ClientMsg::DataReady {},
+        "waiting for the data path to be bound",
+        None,
+    )? {
         ServerMsg::DataBound { granted } => granted,
         other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
     };
@@ -139,7 +152,8 @@ pub fn run(
         sink.measuring(i, size);
         match m.point(size) {
             Ok(p) => {
-                let slow = spec.stop_after_transfer_ns > 0 && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
+                let slow = spec.stop_after_transfer_ns > 0
+                    && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
                 result.points.push(p);
                 sink.point(&result);
                 if slow && i + 1 < spec.sizes.len() {
@@ -221,15 +235,21 @@ impl Measurer<'_> {
         }
         self.trial += 1;
         let trial = self.trial;
-        match self.ctl.request(ClientMsg::TrialStart { trial, spec }, "waiting for the server to arm the trial", None)? {
+        match self.ctl.request(
+            ClientMsg::TrialStart { trial, spec },
+            "waiting for the server to arm the trial",
+            None,
+        )? {
             ServerMsg::Ready { .. } => {}
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         }
         let cpu0 = ThreadCpu::now();
         let sys0 = SystemCpu::now();
+        let cpu_at_start = current_cpu();
         let t0 = Instant::now();
         let body_result = body(self.ep, trial);
         let wall_ns = t0.elapsed().as_nanos() as u64;
+        let cpu_at_end = current_cpu();
         let (mut client, extra) = match body_result {
             Ok(v) => v,
             Err(e) => {
@@ -247,6 +267,8 @@ impl Measurer<'_> {
         client.cpu_user_ns = cpu.user_ns;
         client.cpu_sys_ns = cpu.sys_ns;
         client.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
+        client.cpu_at_start = cpu_at_start;
+        client.cpu_at_end = cpu_at_end;
         // The server may still be draining a stream: allow it the full timeout and more.
         let wait = Duration::from_nanos(self.spec.timeout_ns) + Duration::from_secs(2);
         let server = match self.ctl.request(
@@ -312,7 +334,15 @@ impl Measurer<'_> {
                     warmup: true,
                 },
                 |ep, _| {
-                    let t = pingpong::client_trial(ep, tx.as_mut(), rx.as_mut(), seq0, reps, &mut hist, true)?;
+                    let t = pingpong::client_trial(
+                        ep,
+                        tx.as_mut(),
+                        rx.as_mut(),
+                        seq0,
+                        reps,
+                        &mut hist,
+                        true,
+                    )?;
                     Ok((t.counters.clone(), t))
                 },
             )?;
@@ -322,19 +352,26 @@ impl Measurer<'_> {
             if !spec.warmup || out.wall_ns as f64 >= trial_ns / 8.0 || reps >= 1 << 30 {
                 break;
             }
-            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0) as u64;
+            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0)
+                as u64;
         }
         if corrupt > 0 {
-            notes.push(format!("{corrupt} echoes differed from what was sent (integrity check failed)"));
+            notes.push(format!(
+                "{corrupt} echoes differed from what was sent (integrity check failed)"
+            ));
         }
         hist.reset();
         let reps = (trial_ns / rep_ns.max(1.0)).clamp(1.0, 1e9) as u64;
 
-        let mut tput = Vec::new();
+        // Per-trial mean round-trip times. Throughput is derived from their grand mean
+        // (bytes ÷ mean RTT/2, NetPIPE's figure), not averaged per trial: a mean of
+        // reciprocals would be dominated by the fastest trials.
         let mut means = Vec::new();
+        let mut best_rtt = f64::INFINITY;
         let mut client_sum = SideCounters::default();
         let mut server_sum = SideCounters::default();
         let (mut wall_sum, mut lost, mut late, mut sent) = (0u64, 0u64, 0u64, 0u64);
+        let mut placement = Placement::default();
         let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let seq0 = self.seq;
@@ -346,7 +383,15 @@ impl Measurer<'_> {
                     warmup: false,
                 },
                 |ep, _| {
-                    let t = pingpong::client_trial(ep, tx.as_mut(), rx.as_mut(), seq0, reps, &mut hist, false)?;
+                    let t = pingpong::client_trial(
+                        ep,
+                        tx.as_mut(),
+                        rx.as_mut(),
+                        seq0,
+                        reps,
+                        &mut hist,
+                        false,
+                    )?;
                     Ok((t.counters.clone(), t))
                 },
             )?;
@@ -358,17 +403,18 @@ impl Measurer<'_> {
             if t.completed > 0 {
                 let mean_rtt = t.rtt_sum_ns as f64 / t.completed as f64;
                 means.push(mean_rtt);
-                tput.push(mbps(size as f64, mean_rtt / 2.0));
+                best_rtt = best_rtt.min(mean_rtt);
             }
             add(&mut client_sum, &out.client);
             add(&mut server_sum, &out.server);
+            placement.observe(cpus(&out.client), cpus(&out.server));
             wall_sum += out.wall_ns;
             if out.server.timed_out {
                 notes.push("the server timed out waiting for a request".into());
             }
-            let n = tput.len() as u32;
+            let n = means.len() as u32;
             if n >= spec.min_trials {
-                if ci95(&tput).is_some_and(|c| c.relative <= spec.precision) {
+                if ci95(&means).is_some_and(|c| c.relative <= spec.precision) {
                     break StopReason::Precision;
                 }
                 if n >= spec.max_trials {
@@ -390,13 +436,17 @@ impl Measurer<'_> {
         }
         let rtt = distribution(&hist, &means, 1.0);
         let half = distribution(&hist, &means, 0.5);
-        let throughput = estimate(&tput);
+        let throughput = rate_from_times(size as f64, &means, best_rtt);
         let achieved = finite(throughput.relative_ci());
         let loss = datagram.then(|| Loss {
             sent,
             received: sent - lost,
             lost,
-            ratio: if sent > 0 { lost as f64 / sent as f64 } else { 0.0 },
+            ratio: if sent > 0 {
+                lost as f64 / sent as f64
+            } else {
+                0.0
+            },
             late,
             ..Default::default()
         });
@@ -409,7 +459,7 @@ impl Measurer<'_> {
         let moved = client_sum.bytes_sent + client_sum.bytes_received;
         Ok(PointResult {
             size,
-            trials: tput.len() as u32,
+            trials: means.len() as u32,
             repetitions: reps,
             elapsed_ns: point_start.elapsed().as_nanos() as u64,
             throughput_mbps: throughput,
@@ -426,7 +476,8 @@ impl Measurer<'_> {
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
             stop_reason,
-            notes,
+            notes: with_placement_note(notes, &placement),
+            placement,
         })
     }
 
@@ -448,7 +499,12 @@ impl Measurer<'_> {
                     warmup: true,
                 },
                 |ep, trial| {
-                    let c = stream::sender_trial(ep, tx.as_mut(), duration / 2, trial_cookie(cookie, trial))?;
+                    let c = stream::sender_trial(
+                        ep,
+                        tx.as_mut(),
+                        duration / 2,
+                        trial_cookie(cookie, trial),
+                    )?;
                     Ok((c, ()))
                 },
             )?;
@@ -460,6 +516,7 @@ impl Measurer<'_> {
         let mut loss = Loss::default();
         let mut jitters = Vec::new();
         let mut wall_sum = 0u64;
+        let mut placement = Placement::default();
         let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let out = self.trial(
@@ -470,7 +527,12 @@ impl Measurer<'_> {
                     warmup: false,
                 },
                 |ep, trial| {
-                    let c = stream::sender_trial(ep, tx.as_mut(), duration, trial_cookie(cookie, trial))?;
+                    let c = stream::sender_trial(
+                        ep,
+                        tx.as_mut(),
+                        duration,
+                        trial_cookie(cookie, trial),
+                    )?;
                     Ok((c, ()))
                 },
             )?;
@@ -496,6 +558,7 @@ impl Measurer<'_> {
             }
             add(&mut client_sum, c);
             add(&mut server_sum, s);
+            placement.observe(cpus(c), cpus(s));
             wall_sum += out.wall_ns;
             let n = receiver.len() as u32;
             if n >= spec.min_trials {
@@ -539,9 +602,24 @@ impl Measurer<'_> {
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
             stop_reason,
-            notes,
+            notes: with_placement_note(notes, &placement),
+            placement,
         })
     }
+}
+
+fn cpus(c: &SideCounters) -> [Option<u32>; 2] {
+    [c.cpu_at_start, c.cpu_at_end]
+}
+
+fn with_placement_note(mut notes: Vec<String>, p: &Placement) -> Vec<String> {
+    if p.mixed() {
+        notes.push(format!(
+            "placement varied: both ends shared a CPU in {} of {} trials (pin with taskset to compare like with like)",
+            p.same_cpu_trials, p.observed_trials
+        ));
+    }
+    notes
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -589,13 +667,40 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64) -> SideTotals {
         recv_calls: c.recv_calls,
         cpu_user_ns: c.cpu_user_ns,
         cpu_sys_ns: c.cpu_sys_ns,
-        cpu_utilisation: if wall_ns > 0 { cpu / wall_ns as f64 } else { 0.0 },
+        cpu_utilisation: if wall_ns > 0 {
+            cpu / wall_ns as f64
+        } else {
+            0.0
+        },
         system_busy: c.system_busy_ppm as f64 / trials / 1e6,
         service_demand_us_per_kb: if bytes_moved > 0 {
             (cpu / 1e3) / (bytes_moved as f64 / 1024.0)
         } else {
             0.0
         },
+    }
+}
+
+/// Pingpong throughput from per-trial mean RTTs: bytes ÷ (grand mean RTT / 2), with the
+/// relative CI of the mean time carried over (first-order, delta method).
+fn rate_from_times(size: f64, rtt_means: &[f64], best_rtt: f64) -> Estimate {
+    if rtt_means.is_empty() {
+        return Estimate::default();
+    }
+    let mean_rtt = rtt_means.iter().sum::<f64>() / rtt_means.len() as f64;
+    let mean = mbps(size, mean_rtt / 2.0);
+    let rel = ci95(rtt_means).map_or(0.0, |c| {
+        if c.relative.is_finite() {
+            c.relative
+        } else {
+            0.0
+        }
+    });
+    Estimate {
+        mean,
+        ci95: mean * rel,
+        max: mbps(size, best_rtt / 2.0),
+        trials: rtt_means.len() as u32,
     }
 }
 

@@ -40,7 +40,9 @@ pub fn collect(tool_version: &str) -> HostInfo {
 }
 
 fn read_trim(path: &str) -> String {
-    fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+    fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 fn kernel() -> String {
@@ -66,7 +68,10 @@ fn sysctls() -> BTreeMap<String, String> {
     for name in SYSCTLS {
         let v = read_trim(&format!("/proc/sys/{name}"));
         if !v.is_empty() {
-            m.insert(name.replace('/', "."), v.split_whitespace().collect::<Vec<_>>().join(" "));
+            m.insert(
+                name.replace('/', "."),
+                v.split_whitespace().collect::<Vec<_>>().join(" "),
+            );
         }
     }
     let cs = read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource");
@@ -82,14 +87,19 @@ fn interfaces() -> Vec<InterfaceInfo> {
     let Ok(dir) = fs::read_dir("/sys/class/net") else {
         return Vec::new();
     };
-    let mut names: Vec<String> = dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     let addrs = ip_addresses();
     let qdiscs = qdiscs();
     names
         .into_iter()
         .map(|name| InterfaceInfo {
-            mtu: read_trim(&format!("/sys/class/net/{name}/mtu")).parse().unwrap_or(0),
+            mtu: read_trim(&format!("/sys/class/net/{name}/mtu"))
+                .parse()
+                .unwrap_or(0),
             addresses: addrs.get(&name).cloned().unwrap_or_default(),
             qdisc: qdiscs.get(&name).cloned(),
             offloads: offloads(&name),
@@ -117,7 +127,13 @@ fn ip_addresses() -> BTreeMap<String, Vec<String>> {
             .as_array()
             .map(|a| {
                 a.iter()
-                    .filter_map(|x| Some(format!("{}/{}", x["local"].as_str()?, x["prefixlen"].as_u64()?)))
+                    .filter_map(|x| {
+                        Some(format!(
+                            "{}/{}",
+                            x["local"].as_str()?,
+                            x["prefixlen"].as_u64()?
+                        ))
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -174,7 +190,11 @@ mod tests {
         assert_eq!(h.tool_version, "9.9.9");
         assert!(h.cpu_count >= 1);
         assert!(h.kernel.starts_with("Linux "));
-        let lo = h.interfaces.iter().find(|i| i.name == "lo").expect("loopback listed");
+        let lo = h
+            .interfaces
+            .iter()
+            .find(|i| i.name == "lo")
+            .expect("loopback listed");
         assert_eq!(lo.mtu, 65536);
     }
 }

@@ -162,6 +162,48 @@ pub struct SideTotals {
     pub service_demand_us_per_kb: f64,
 }
 
+/// CPU placement of both data threads over a point's timed trials. On small machines
+/// placement can dominate latency (same CPU: no cross-CPU wake-up), so it is recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Placement {
+    /// Distinct CPUs the client's data thread was seen on (at trial starts and ends).
+    pub client_cpus: Vec<u32>,
+    /// Distinct CPUs the server's data thread was seen on.
+    pub server_cpus: Vec<u32>,
+    /// Trials that started with both ends on the same CPU.
+    pub same_cpu_trials: u32,
+    /// Trials whose placement was observed on both ends.
+    pub observed_trials: u32,
+}
+
+impl Placement {
+    /// Adds one trial's observations.
+    pub fn observe(&mut self, client: [Option<u32>; 2], server: [Option<u32>; 2]) {
+        for c in client.into_iter().flatten() {
+            if !self.client_cpus.contains(&c) {
+                self.client_cpus.push(c);
+            }
+        }
+        for c in server.into_iter().flatten() {
+            if !self.server_cpus.contains(&c) {
+                self.server_cpus.push(c);
+            }
+        }
+        if let (Some(a), Some(b)) = (client[0], server[0]) {
+            self.observed_trials += 1;
+            if a == b {
+                self.same_cpu_trials += 1;
+            }
+        }
+    }
+
+    /// True when some trials shared a CPU and others did not.
+    pub fn mixed(&self) -> bool {
+        self.same_cpu_trials > 0 && self.same_cpu_trials < self.observed_trials
+    }
+}
+
 /// How a point's repetitions ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -210,6 +252,9 @@ pub struct PointResult {
     pub precision_achieved: Option<f64>,
     pub precision_met: bool,
     pub stop_reason: StopReason,
+    /// Where each side's data thread ran during the timed trials.
+    #[serde(default)]
+    pub placement: Placement,
     /// Honesty notes: timeouts, clamps, fallbacks, asymmetry warnings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -273,7 +318,10 @@ pub fn load(text: &str) -> Result<RunResult, LoadError> {
     if schema != SCHEMA {
         return Err(LoadError::Schema(schema.to_string()));
     }
-    let version = v.get("schema_version").and_then(|s| s.as_u64()).unwrap_or(0) as u32;
+    let version = v
+        .get("schema_version")
+        .and_then(|s| s.as_u64())
+        .unwrap_or(0) as u32;
     if version > SCHEMA_VERSION {
         return Err(LoadError::TooNew(version));
     }

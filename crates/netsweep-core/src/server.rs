@@ -2,7 +2,7 @@
 //! is told "busy"), and runs each trial's data loop on a dedicated data thread.
 
 use crate::control::ServerControl;
-use crate::cpu::{SystemCpu, ThreadCpu};
+use crate::cpu::{current_cpu, SystemCpu, ThreadCpu};
 use crate::endpoint::{Endpoint, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
@@ -87,27 +87,37 @@ pub fn serve(
                 if let Some(h) = session.take() {
                     let _ = h.join();
                 }
-                let (factory, opts2, busy2, sessions2) =
-                    (factory.clone(), opts.clone(), busy.clone(), sessions.clone());
+                let (factory, opts2, busy2, sessions2) = (
+                    factory.clone(),
+                    opts.clone(),
+                    busy.clone(),
+                    sessions.clone(),
+                );
                 session = Some(thread::spawn(move || {
                     if opts2.verbose {
-                        eprintln!("netsweep serve: session from {peer}");
+                        note(format_args!("netsweep serve: session from {peer}"));
                     }
                     let r = Session::run(stream, factory.as_ref(), &opts2);
                     if opts2.verbose {
                         match &r {
-                            Ok(()) => eprintln!("netsweep serve: session from {peer} ended"),
-                            Err(e) => eprintln!("netsweep serve: session from {peer} failed: {e}"),
+                            Ok(()) => {
+                                note(format_args!("netsweep serve: session from {peer} ended"))
+                            }
+                            Err(e) => note(format_args!(
+                                "netsweep serve: session from {peer} failed: {e}"
+                            )),
                         }
                     }
                     sessions2.fetch_add(1, Ordering::SeqCst);
                     busy2.store(false, Ordering::SeqCst);
                 }));
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(Duration::from_millis(20))
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                eprintln!("netsweep serve: accept failed: {e}");
+                note(format_args!("netsweep serve: accept failed: {e}"));
                 thread::sleep(Duration::from_millis(100));
             }
         }
@@ -116,6 +126,12 @@ pub fn serve(
         let _ = h.join();
     }
     Ok(())
+}
+
+/// Writes a line to stderr, ignoring failures: a closed stderr must never kill a session.
+fn note(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{args}");
 }
 
 /// Tells a second client that the server is busy, without disturbing the running session.
@@ -139,33 +155,59 @@ enum DataCmd {
 struct Session;
 
 impl Session {
-    fn run(stream: TcpStream, factory: &dyn TransportFactory, opts: &ServeOptions) -> Result<(), NetError> {
+    fn run(
+        stream: TcpStream,
+        factory: &dyn TransportFactory,
+        opts: &ServeOptions,
+    ) -> Result<(), NetError> {
         let limits = &opts.limits;
-        let local_ip: IpAddr = stream.local_addr().map_err(|e| NetError::io("control socket", e))?.ip();
+        let local_ip: IpAddr = stream
+            .local_addr()
+            .map_err(|e| NetError::io("control socket", e))?
+            .ip();
         let mut ctl = ServerControl::accept(stream, limits.handshake_timeout)?;
-        let ClientMsg::Hello { setup, .. } = ctl.recv("waiting for hello", limits.handshake_timeout)? else {
+        let ClientMsg::Hello { setup, .. } =
+            ctl.recv("waiting for hello", limits.handshake_timeout)?
+        else {
             return Err(NetError::Refused("expected hello".into()));
         };
         let refuse = |ctl: &mut ServerControl, message: String| -> Result<(), NetError> {
-            ctl.send(ServerMsg::Error { message: message.clone() })?;
+            ctl.send(ServerMsg::Error {
+                message: message.clone(),
+            })?;
             Err(NetError::Refused(message))
         };
         let Some(transport) = Transport::parse(&setup.transport) else {
-            return refuse(&mut ctl, format!("this server does not know transport {:?}", setup.transport));
+            return refuse(
+                &mut ctl,
+                format!("this server does not know transport {:?}", setup.transport),
+            );
         };
         let Some(pattern) = Pattern::parse(&setup.pattern) else {
-            return refuse(&mut ctl, format!("this server does not know pattern {:?}", setup.pattern));
+            return refuse(
+                &mut ctl,
+                format!("this server does not know pattern {:?}", setup.pattern),
+            );
         };
         if setup.max_size > limits.max_size {
             return refuse(
                 &mut ctl,
-                format!("message size {} is above this server's limit of {} bytes", setup.max_size, limits.max_size),
+                format!(
+                    "message size {} is above this server's limit of {} bytes",
+                    setup.max_size, limits.max_size
+                ),
             );
         }
-        let timeout = Duration::from_nanos(setup.timeout_ns).clamp(Duration::from_millis(100), limits.max_timeout);
+        let timeout = Duration::from_nanos(setup.timeout_ns)
+            .clamp(Duration::from_millis(100), limits.max_timeout);
         let mut listener = match factory.listen(&setup, local_ip) {
             Ok(l) => l,
-            Err(e) => return refuse(&mut ctl, format!("cannot open a {transport} data endpoint: {e}")),
+            Err(e) => {
+                return refuse(
+                    &mut ctl,
+                    format!("cannot open a {transport} data endpoint: {e}"),
+                )
+            }
         };
         let cookie = random_u64();
         let data: DataEndpoint = listener.endpoint();
@@ -174,17 +216,27 @@ impl Session {
             cookie,
             data,
         })?;
+        // Accept before waiting for data_ready: a datagram client waits for our
+        // acknowledgement of its cookie before it says data_ready.
+        let mut ep = match listener.accept(cookie, timeout) {
+            Ok(ep) => ep,
+            Err(e) => {
+                return refuse(
+                    &mut ctl,
+                    format!("the client's data connection did not arrive: {e}"),
+                )
+            }
+        };
+        drop(listener);
         match ctl.recv("waiting for data_ready", timeout)? {
             ClientMsg::DataReady {} => {}
             _ => return Err(NetError::Refused("expected data_ready".into())),
         }
-        let mut ep = match listener.accept(cookie, timeout) {
-            Ok(ep) => ep,
-            Err(e) => return refuse(&mut ctl, format!("the client's data connection did not arrive: {e}")),
-        };
-        drop(listener);
-        ep.set_recv_timeout(Some(SLICE)).map_err(|e| NetError::io("data endpoint", e))?;
-        ctl.send(ServerMsg::DataBound { granted: ep.granted() })?;
+        ep.set_recv_timeout(Some(SLICE))
+            .map_err(|e| NetError::io("data endpoint", e))?;
+        ctl.send(ServerMsg::DataBound {
+            granted: ep.granted(),
+        })?;
 
         let signals = Arc::new(TrialSignals::default());
         let (cmd_tx, cmd_rx) = mpsc::channel::<DataCmd>();
@@ -195,10 +247,16 @@ impl Session {
             let offset = setup.server_knobs.buffer_offset.unwrap_or(0) as usize;
             thread::Builder::new()
                 .name("netsweep-data".into())
-                .spawn(move || data_loop(ep, pattern, max, offset, cookie, timeout, &signals, cmd_rx, res_tx))
+                .spawn(move || {
+                    data_loop(
+                        ep, pattern, max, offset, cookie, timeout, &signals, cmd_rx, res_tx,
+                    )
+                })
                 .map_err(|e| NetError::io("starting the data thread", e))?
         };
-        let result = Self::trials(&mut ctl, pattern, transport, limits, timeout, &signals, &cmd_tx, &res_rx);
+        let result = Self::trials(
+            &mut ctl, pattern, transport, limits, timeout, &signals, &cmd_tx, &res_rx,
+        );
         signals.abort.store(true, Ordering::SeqCst);
         drop(cmd_tx);
         let _ = data_thread.join();
@@ -220,7 +278,9 @@ impl Session {
             match ctl.recv("waiting for the next trial", timeout)? {
                 ClientMsg::TrialStart { trial, spec } => {
                     if let Err(message) = check_trial(&spec, pattern, transport, limits) {
-                        ctl.send(ServerMsg::Error { message: message.clone() })?;
+                        ctl.send(ServerMsg::Error {
+                            message: message.clone(),
+                        })?;
                         return Err(NetError::Refused(message));
                     }
                     signals.reset();
@@ -238,12 +298,17 @@ impl Session {
                         Ok(Ok(c)) => c,
                         Ok(Err(e)) => {
                             let message = format!("server data path failed: {e}");
-                            ctl.send(ServerMsg::Error { message: message.clone() })?;
+                            ctl.send(ServerMsg::Error {
+                                message: message.clone(),
+                            })?;
                             return Err(NetError::Refused(message));
                         }
                         Err(_) => {
-                            let message = "server data thread did not finish the trial in time".to_string();
-                            ctl.send(ServerMsg::Error { message: message.clone() })?;
+                            let message =
+                                "server data thread did not finish the trial in time".to_string();
+                            ctl.send(ServerMsg::Error {
+                                message: message.clone(),
+                            })?;
                             return Err(NetError::Refused(message));
                         }
                     };
@@ -258,18 +323,34 @@ impl Session {
     }
 }
 
-fn check_trial(spec: &TrialSpec, pattern: Pattern, transport: Transport, limits: &ServerLimits) -> Result<(), String> {
+fn check_trial(
+    spec: &TrialSpec,
+    pattern: Pattern,
+    transport: Transport,
+    limits: &ServerLimits,
+) -> Result<(), String> {
     if spec.size > limits.max_size {
-        return Err(format!("trial size {} above the server limit {}", spec.size, limits.max_size));
+        return Err(format!(
+            "trial size {} above the server limit {}",
+            spec.size, limits.max_size
+        ));
     }
     if spec.repetitions > limits.max_repetitions {
-        return Err(format!("{} repetitions above the server limit {}", spec.repetitions, limits.max_repetitions));
+        return Err(format!(
+            "{} repetitions above the server limit {}",
+            spec.repetitions, limits.max_repetitions
+        ));
     }
     if Duration::from_nanos(spec.duration_ns) > limits.max_trial {
-        return Err(format!("trial of {} ns above the server limit", spec.duration_ns));
+        return Err(format!(
+            "trial of {} ns above the server limit",
+            spec.duration_ns
+        ));
     }
     if pattern == Pattern::Stream && transport.is_datagram() && spec.size < DGRAM_HEADER {
-        return Err(format!("datagram stream messages need at least {DGRAM_HEADER} bytes"));
+        return Err(format!(
+            "datagram stream messages need at least {DGRAM_HEADER} bytes"
+        ));
     }
     Ok(())
 }
@@ -295,10 +376,18 @@ fn data_loop(
         let DataCmd::Trial { spec, trial } = cmd;
         let cpu0 = ThreadCpu::now();
         let sys0 = SystemCpu::now();
+        let cpu_at_start = current_cpu();
         let r = match pattern {
             Pattern::Pingpong => {
                 let size = spec.size as usize;
-                pingpong::server_trial(ep.as_mut(), buf.as_mut(), size, spec.repetitions, signals, idle)
+                pingpong::server_trial(
+                    ep.as_mut(),
+                    buf.as_mut(),
+                    size,
+                    spec.repetitions,
+                    signals,
+                    idle,
+                )
             }
             Pattern::Stream => {
                 account.set_cookie(trial_cookie(cookie, trial));
@@ -310,6 +399,8 @@ fn data_loop(
             c.cpu_user_ns = cpu.user_ns;
             c.cpu_sys_ns = cpu.sys_ns;
             c.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
+            c.cpu_at_start = cpu_at_start;
+            c.cpu_at_end = current_cpu();
             c
         });
         if results.send(r).is_err() {

@@ -212,7 +212,7 @@ impl RunSpec {
             precision: 0.02,
             min_trials: 3,
             max_trials: 30,
-            max_point_time_ns: 500_000_000,
+            max_point_time_ns: 300_000_000,
             warmup: true,
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,
@@ -237,7 +237,9 @@ impl RunSpec {
     /// Checks the combination; the error says the fix.
     pub fn validate(&self) -> Result<(), String> {
         if self.sizes.is_empty() {
-            return Err("no message sizes to measure: give --sizes, e.g. --sizes 1,1k..64k:*2".into());
+            return Err(
+                "no message sizes to measure: give --sizes, e.g. --sizes 1,1k..64k:*2".into(),
+            );
         }
         let ipv6 = self.family == Family::Ipv6;
         if let Some(max) = self.transport.max_message(ipv6) {

@@ -147,6 +147,9 @@ pub struct SideCounters {
     pub datagrams: Option<DatagramCounters>,
     /// True when this side stopped on a timeout rather than completing.
     pub timed_out: bool,
+    /// The CPU this side's data thread ran on when the trial started and when it ended.
+    pub cpu_at_start: Option<u32>,
+    pub cpu_at_end: Option<u32>,
 }
 
 /// Exact datagram accounting at the receiver.

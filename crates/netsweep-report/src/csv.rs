@@ -39,8 +39,14 @@ pub fn row(p: &PointResult) -> String {
         p.client.recv_calls.to_string(),
         p.server.send_calls.to_string(),
         p.server.recv_calls.to_string(),
-        format!("{:.1}", (p.client.cpu_user_ns + p.client.cpu_sys_ns) as f64 / 1e3),
-        format!("{:.1}", (p.server.cpu_user_ns + p.server.cpu_sys_ns) as f64 / 1e3),
+        format!(
+            "{:.1}",
+            (p.client.cpu_user_ns + p.client.cpu_sys_ns) as f64 / 1e3
+        ),
+        format!(
+            "{:.1}",
+            (p.server.cpu_user_ns + p.server.cpu_sys_ns) as f64 / 1e3
+        ),
         format!("{:.4}", p.client.service_demand_us_per_kb),
         format!("{:.4}", p.server.service_demand_us_per_kb),
         p.precision_met.to_string(),

@@ -15,7 +15,13 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [Format::Text, Format::Json, Format::Jsonl, Format::Csv, Format::Npout];
+    pub const ALL: [Format; 5] = [
+        Format::Text,
+        Format::Json,
+        Format::Jsonl,
+        Format::Csv,
+        Format::Npout,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {

@@ -34,7 +34,11 @@ fn columns(s: &RunSpec) -> String {
             "p99 µs",
             "Mbit/s",
             "± CI",
-            if dgram { format!(" {:>7}", "loss") } else { String::new() },
+            if dgram {
+                format!(" {:>7}", "loss")
+            } else {
+                String::new()
+            },
             "(latency is RTT/2)"
         ),
         Pattern::Stream => format!(
@@ -121,9 +125,19 @@ pub fn summary(run: &RunResult) -> String {
             units::size(s.peak_at_size)
         );
         if let (Some(l), Some(at)) = (s.min_latency_ns, s.min_latency_at_size) {
-            let _ = write!(out, " · smallest latency {} µs (RTT/2, p50) at {}", units::us(l), units::size(at));
+            let _ = write!(
+                out,
+                " · smallest latency {} µs (RTT/2, p50) at {}",
+                units::us(l),
+                units::size(at)
+            );
         }
-        let _ = writeln!(out, " · {} points in {:.1} s", s.points, s.elapsed_ns as f64 / 1e9);
+        let _ = writeln!(
+            out,
+            " · {} points in {:.1} s",
+            s.points,
+            s.elapsed_ns as f64 / 1e9
+        );
     }
     let missed = run.points.iter().filter(|p| !p.precision_met).count();
     if missed > 0 {
@@ -137,7 +151,11 @@ pub fn summary(run: &RunResult) -> String {
     match run.status {
         RunStatus::Complete => {}
         RunStatus::Interrupted => {
-            let _ = writeln!(out, "interrupted: {} points measured and kept", run.points.len());
+            let _ = writeln!(
+                out,
+                "interrupted: {} points measured and kept",
+                run.points.len()
+            );
         }
         RunStatus::Failed | RunStatus::Running => {
             let _ = writeln!(

@@ -22,7 +22,10 @@ pub fn read(stream: &mut impl Read) -> io::Result<u64> {
 pub fn left(deadline: Instant, what: &str) -> io::Result<Duration> {
     let d = deadline.saturating_duration_since(Instant::now());
     if d.is_zero() {
-        Err(io::Error::new(io::ErrorKind::TimedOut, format!("timed out waiting for {what}")))
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("timed out waiting for {what}"),
+        ))
     } else {
         Ok(d)
     }

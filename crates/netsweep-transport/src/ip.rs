@@ -81,18 +81,27 @@ impl TcpDataListener {
 
 impl DataListener for TcpDataListener {
     fn endpoint(&self) -> DataEndpoint {
-        DataEndpoint { port: self.port, path: None }
+        DataEndpoint {
+            port: self.port,
+            path: None,
+        }
     }
 
     fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
         let deadline = Instant::now() + timeout;
         loop {
             // SO_RCVTIMEO bounds accept() on Linux.
-            self.sock.set_read_timeout(Some(cookie::left(deadline, "the client's TCP data connection")?))?;
+            self.sock.set_read_timeout(Some(cookie::left(
+                deadline,
+                "the client's TCP data connection",
+            )?))?;
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "the client's TCP data connection did not arrive"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client's TCP data connection did not arrive",
+                    ));
                 }
                 Err(e) => return Err(e),
             };
@@ -108,7 +117,12 @@ impl DataListener for TcpDataListener {
 }
 
 /// Connects the client's TCP data path.
-pub fn tcp_connect(server: SocketAddr, knobs: &Knobs, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+pub fn tcp_connect(
+    server: SocketAddr,
+    knobs: &Knobs,
+    want: u64,
+    timeout: Duration,
+) -> io::Result<Box<dyn Endpoint>> {
     let sock = Socket::new(domain(server.ip()), Type::STREAM, Some(Protocol::TCP))?;
     knobs::apply_buffers(&sock, knobs)?;
     sock.connect_timeout(&SockAddr::from(server), timeout)?;
@@ -176,7 +190,10 @@ impl UdpDataListener {
 
 impl DataListener for UdpDataListener {
     fn endpoint(&self) -> DataEndpoint {
-        DataEndpoint { port: self.port, path: None }
+        DataEndpoint {
+            port: self.port,
+            path: None,
+        }
     }
 
     fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
@@ -187,7 +204,10 @@ impl DataListener for UdpDataListener {
         let deadline = Instant::now() + timeout;
         let mut b = [0u8; 64];
         loop {
-            sock.set_read_timeout(Some(cookie::left(deadline, "the client's UDP cookie datagram")?))?;
+            sock.set_read_timeout(Some(cookie::left(
+                deadline,
+                "the client's UDP cookie datagram",
+            )?))?;
             match sock.recv_from(&mut b) {
                 Ok((n, from)) if n == cookie::LEN && b[..n] == want.to_be_bytes() => {
                     sock.connect(from)?;
@@ -196,7 +216,11 @@ impl DataListener for UdpDataListener {
                     return Ok(Box::new(UdpEndpoint { sock, granted }));
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -204,7 +228,12 @@ impl DataListener for UdpDataListener {
 }
 
 /// Connects the client's UDP data path: sends the cookie until the server acknowledges it.
-pub fn udp_connect(server: SocketAddr, knobs: &Knobs, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+pub fn udp_connect(
+    server: SocketAddr,
+    knobs: &Knobs,
+    want: u64,
+    timeout: Duration,
+) -> io::Result<Box<dyn Endpoint>> {
     let any: IpAddr = if server.is_ipv4() {
         IpAddr::from([0u8; 4])
     } else {
@@ -216,12 +245,17 @@ pub fn udp_connect(server: SocketAddr, knobs: &Knobs, want: u64, timeout: Durati
     let mut b = [0u8; 64];
     loop {
         sock.send(&want.to_be_bytes())?;
-        let wait = cookie::left(deadline, "the server's UDP acknowledgement")?.min(Duration::from_millis(200));
+        let wait = cookie::left(deadline, "the server's UDP acknowledgement")?
+            .min(Duration::from_millis(200));
         sock.set_read_timeout(Some(wait))?;
         match sock.recv(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             // ICMP port unreachable from an earlier attempt: the server may not be bound yet.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::thread::sleep(wait),
             Err(e) => return Err(e),

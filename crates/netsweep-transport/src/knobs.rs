@@ -30,7 +30,10 @@ pub fn granted(sock: &Socket, asked: &Knobs, tcp: bool) -> GrantedKnobs {
         g.nodelay = sock.tcp_nodelay().ok();
         g.congestion_control = congestion_control(sock);
     }
-    for (name, want, got) in [("sndbuf", asked.sndbuf, g.sndbuf), ("rcvbuf", asked.rcvbuf, g.rcvbuf)] {
+    for (name, want, got) in [
+        ("sndbuf", asked.sndbuf, g.sndbuf),
+        ("rcvbuf", asked.rcvbuf, g.rcvbuf),
+    ] {
         if let (Some(w), Some(got)) = (want, got) {
             if got != w * 2 {
                 g.notes.push(format!(

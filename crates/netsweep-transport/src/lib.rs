@@ -8,4 +8,4 @@ pub mod knobs;
 pub mod registry;
 pub mod unix;
 
-pub use registry::{probe, Registry, Probe};
+pub use registry::{probe, Probe, Registry};

@@ -18,7 +18,10 @@ fn parse(setup: &SessionSetup) -> io::Result<Transport> {
     Transport::parse(&setup.transport).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::Unsupported,
-            format!("unknown transport {:?}: `netsweep list` shows the ones this build has", setup.transport),
+            format!(
+                "unknown transport {:?}: `netsweep list` shows the ones this build has",
+                setup.transport
+            ),
         )
     })
 }
@@ -46,12 +49,19 @@ impl TransportFactory for Registry {
         let t = parse(setup)?;
         let path = || {
             data.path.as_deref().map(Path::new).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidData, "the server sent no socket path for a unix transport")
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the server sent no socket path for a unix transport",
+                )
             })
         };
         match t {
-            Transport::Tcp => ip::tcp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout),
-            Transport::Udp => ip::udp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout),
+            Transport::Tcp => {
+                ip::tcp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout)
+            }
+            Transport::Udp => {
+                ip::udp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout)
+            }
             Transport::UnixStream => unix::stream_connect(path()?, knobs, cookie, timeout),
             Transport::UnixDgram => unix::dgram_connect(path()?, knobs, cookie, timeout),
         }

@@ -40,7 +40,10 @@ fn sock_err(e: io::Error, path: &Path) -> io::Error {
     if e.kind() == io::ErrorKind::NotFound {
         io::Error::new(
             e.kind(),
-            format!("{} does not exist: unix transports need client and server on one host", path.display()),
+            format!(
+                "{} does not exist: unix transports need client and server on one host",
+                path.display()
+            ),
         )
     } else {
         e
@@ -112,11 +115,17 @@ impl DataListener for UnixStreamListener {
     fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
         let deadline = Instant::now() + timeout;
         loop {
-            self.sock.set_read_timeout(Some(cookie::left(deadline, "the client's unix data connection")?))?;
+            self.sock.set_read_timeout(Some(cookie::left(
+                deadline,
+                "the client's unix data connection",
+            )?))?;
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "the client's unix data connection did not arrive"));
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client's unix data connection did not arrive",
+                    ));
                 }
                 Err(e) => return Err(e),
             };
@@ -136,10 +145,16 @@ impl DataListener for UnixStreamListener {
 }
 
 /// Connects the client's unix stream data path.
-pub fn stream_connect(path: &Path, knobs: &Knobs, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+pub fn stream_connect(
+    path: &Path,
+    knobs: &Knobs,
+    want: u64,
+    timeout: Duration,
+) -> io::Result<Box<dyn Endpoint>> {
     let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
     knobs::apply_buffers(&sock, knobs)?;
-    sock.connect_timeout(&SockAddr::unix(path)?, timeout).map_err(|e| sock_err(e, path))?;
+    sock.connect_timeout(&SockAddr::unix(path)?, timeout)
+        .map_err(|e| sock_err(e, path))?;
     sock.set_write_timeout(Some(timeout))?;
     let granted = knobs::granted(&sock, knobs, false);
     let mut stream: UnixStream = sock.into();
@@ -224,10 +239,15 @@ impl DataListener for UnixDgramListener {
         let deadline = Instant::now() + timeout;
         let mut b = [0u8; 64];
         loop {
-            sock.set_read_timeout(Some(cookie::left(deadline, "the client's unix cookie datagram")?))?;
+            sock.set_read_timeout(Some(cookie::left(
+                deadline,
+                "the client's unix cookie datagram",
+            )?))?;
             match sock.recv_from(&mut b) {
                 Ok((n, from)) if n == cookie::LEN && b[..n] == want.to_be_bytes() => {
-                    let Some(p) = from.as_pathname() else { continue };
+                    let Some(p) = from.as_pathname() else {
+                        continue;
+                    };
                     sock.connect(p)?;
                     sock.send(&want.to_be_bytes())?;
                     sock.set_read_timeout(None)?;
@@ -238,7 +258,11 @@ impl DataListener for UnixDgramListener {
                     }));
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -247,7 +271,12 @@ impl DataListener for UnixDgramListener {
 
 /// Connects the client's unix datagram path: binds its own socket file, sends the cookie
 /// until the server acknowledges it.
-pub fn dgram_connect(path: &Path, knobs: &Knobs, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+pub fn dgram_connect(
+    path: &Path,
+    knobs: &Knobs,
+    want: u64,
+    timeout: Duration,
+) -> io::Result<Box<dyn Endpoint>> {
     let dir = Arc::new(SocketDir::new()?);
     let (sock, granted) = dgram_socket(&dir.path().join("client.sock"), knobs)?;
     sock.connect(path).map_err(|e| sock_err(e, path))?;
@@ -255,11 +284,17 @@ pub fn dgram_connect(path: &Path, knobs: &Knobs, want: u64, timeout: Duration) -
     let mut b = [0u8; 64];
     loop {
         sock.send(&want.to_be_bytes())?;
-        sock.set_read_timeout(Some(cookie::left(deadline, "the server's acknowledgement")?.min(Duration::from_millis(200))))?;
+        sock.set_read_timeout(Some(
+            cookie::left(deadline, "the server's acknowledgement")?.min(Duration::from_millis(200)),
+        ))?;
         match sock.recv(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(e),
         }
     }

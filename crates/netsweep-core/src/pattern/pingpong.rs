@@ -129,7 +129,10 @@ pub fn server_trial(
         };
         match r {
             Ok(0) if !datagram => {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed the data connection"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "client closed the data connection",
+                ));
             }
             Ok(n) => {
                 idle_slices = 0;

@@ -25,7 +25,12 @@ pub fn sender_trial(
     let mut now = start;
     loop {
         if datagram {
-            stamp(buf, cookie, seq, now.duration_since(start).as_nanos() as u64);
+            stamp(
+                buf,
+                cookie,
+                seq,
+                now.duration_since(start).as_nanos() as u64,
+            );
         }
         c.send_calls += send_message(ep, buf)?;
         seq += 1;
@@ -66,7 +71,10 @@ pub fn receiver_trial(
     loop {
         match ep.recv(buf) {
             Ok(0) if !datagram => {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed the data connection"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "client closed the data connection",
+                ));
             }
             Ok(n) => {
                 let now = Instant::now();
@@ -84,9 +92,15 @@ pub fn receiver_trial(
                 }
                 if signals.is_ended() {
                     let done = if datagram {
-                        account.received >= signals.sent_messages.load(std::sync::atomic::Ordering::Relaxed)
+                        account.received
+                            >= signals
+                                .sent_messages
+                                .load(std::sync::atomic::Ordering::Relaxed)
                     } else {
-                        c.bytes_received >= signals.sent_bytes.load(std::sync::atomic::Ordering::Relaxed)
+                        c.bytes_received
+                            >= signals
+                                .sent_bytes
+                                .load(std::sync::atomic::Ordering::Relaxed)
                     };
                     if done {
                         break;
@@ -99,8 +113,12 @@ pub fn receiver_trial(
                 }
                 idle_slices += 1;
                 if signals.is_ended() {
-                    let sent_b = signals.sent_bytes.load(std::sync::atomic::Ordering::Relaxed);
-                    let sent_m = signals.sent_messages.load(std::sync::atomic::Ordering::Relaxed);
+                    let sent_b = signals
+                        .sent_bytes
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                    let sent_m = signals
+                        .sent_messages
+                        .load(std::sync::atomic::Ordering::Relaxed);
                     if (!datagram && c.bytes_received >= sent_b)
                         || (datagram && (account.received >= sent_m || idle_slices >= quiet_slices))
                     {
@@ -120,7 +138,9 @@ pub fn receiver_trial(
         c.active_ns = last.duration_since(epoch).as_nanos() as u64;
     }
     if datagram {
-        let sent = signals.sent_messages.load(std::sync::atomic::Ordering::Relaxed);
+        let sent = signals
+            .sent_messages
+            .load(std::sync::atomic::Ordering::Relaxed);
         c.datagrams = Some(account.counters(sent));
     }
     Ok(c)

@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests: run the real binary, load its results.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The netsweep binary built for these tests.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_netsweep")
+}
+
+/// A fresh scratch directory under the target dir.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Flags that keep a test run short.
+pub const QUICK: &[&str] = &[
+    "--trial-time",
+    "5ms",
+    "--max-point-time",
+    "150ms",
+    "--timeout",
+    "5s",
+];
+
+/// Runs netsweep with `args`, returning its output.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("netsweep runs")
+}
+
+/// Runs a quick `netsweep run` writing JSON to `out`, and returns (output, parsed JSON).
+pub fn run_json(out: &Path, args: &[&str]) -> (Output, serde_json::Value) {
+    let mut all = vec!["run", "--no-save", "-q", "-o", out.to_str().unwrap()];
+    all.extend_from_slice(QUICK);
+    all.extend_from_slice(args);
+    let o = run(&all);
+    let text = std::fs::read_to_string(out).unwrap_or_else(|e| {
+        panic!(
+            "no results file ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (
+        o,
+        serde_json::from_str(&text).expect("results file is JSON"),
+    )
+}
+
+/// True when running as root (lab tests need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Says loudly that a test was skipped.
+pub fn skip(test: &str, why: &str) {
+    eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+}
