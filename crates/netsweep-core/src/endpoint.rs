@@ -19,6 +19,53 @@ pub trait Endpoint: Send {
     fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()>;
     /// The knobs as the kernel granted them on this endpoint.
     fn granted(&self) -> GrantedKnobs;
+
+    /// Called once per point, outside timed loops, with the largest message and batch the
+    /// point will use: an endpoint allocates whatever its api needs here.
+    fn prepare(&mut self, _max_size: usize, _batch: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Sends `count` messages of `size` bytes laid out back to back in `data`.
+    /// Returns (messages sent, calls made). The default sends one message per call.
+    fn send_batch(&mut self, data: &[u8], size: usize, count: usize) -> io::Result<(usize, u64)> {
+        let mut calls = 0;
+        for i in 0..count {
+            calls += send_message(self.as_dyn(), &data[i * size..(i + 1) * size])?;
+        }
+        Ok((count, calls))
+    }
+
+    /// Receives up to `lens.len()` messages into slots of `slot` bytes in `data`, writing each
+    /// length to `lens`. Returns (messages received, calls made). Blocks until at least one
+    /// message arrives or the receive timeout expires. The default receives one per call.
+    fn recv_batch(
+        &mut self,
+        data: &mut [u8],
+        slot: usize,
+        lens: &mut [usize],
+    ) -> io::Result<(usize, u64)> {
+        let n = self.recv(&mut data[..slot])?;
+        lens[0] = n;
+        Ok((1, 1))
+    }
+
+    /// Counters the endpoint keeps itself (cumulative since it was opened); read outside timed loops.
+    fn stats(&mut self) -> EndpointStats {
+        EndpointStats::default()
+    }
+
+    /// This endpoint as a trait object (for the default methods).
+    fn as_dyn(&mut self) -> &mut dyn Endpoint;
+}
+
+/// Cumulative counters an endpoint keeps: zero-copy completions, TCP_INFO figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub zerocopy_completions: u64,
+    pub zerocopy_copied: u64,
+    pub tcp_retransmits: Option<u64>,
+    pub tcp_dsacks: Option<u64>,
 }
 
 /// A server-side data endpoint waiting for the client bound to a session cookie.

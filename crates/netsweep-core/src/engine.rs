@@ -304,6 +304,9 @@ impl Measurer<'_> {
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
         let mut tx = MessageBuffer::new(size as usize, offset);
         let mut rx = MessageBuffer::new(size as usize + usize::from(datagram), offset);
+        self.ep
+            .prepare(size as usize, 1)
+            .map_err(|e| NetError::io("preparing the data endpoint", e))?;
         let mut hist = LatencyHistogram::new();
         let mut notes = Vec::new();
         let recv_timeout = if datagram {
@@ -486,7 +489,12 @@ impl Measurer<'_> {
         let spec = self.spec;
         let datagram = self.ep.is_datagram();
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
-        let mut tx = MessageBuffer::new(size as usize, offset);
+        let batch = spec.client_knobs.batch.unwrap_or(1).clamp(1, 1024) as usize;
+        let sz = size as usize;
+        let mut tx = MessageBuffer::new(sz * batch, offset);
+        self.ep
+            .prepare(sz, batch)
+            .map_err(|e| NetError::io("preparing the data endpoint", e))?;
         let mut notes = Vec::new();
         let cookie = self.cookie;
         let duration = Duration::from_nanos(spec.trial_time_ns);
@@ -502,6 +510,8 @@ impl Measurer<'_> {
                     let c = stream::sender_trial(
                         ep,
                         tx.as_mut(),
+                        sz,
+                        batch,
                         duration / 2,
                         trial_cookie(cookie, trial),
                     )?;
@@ -530,6 +540,8 @@ impl Measurer<'_> {
                     let c = stream::sender_trial(
                         ep,
                         tx.as_mut(),
+                        sz,
+                        batch,
                         duration,
                         trial_cookie(cookie, trial),
                     )?;

@@ -245,11 +245,12 @@ impl Session {
             let signals = signals.clone();
             let max = setup.max_size as usize;
             let offset = setup.server_knobs.buffer_offset.unwrap_or(0) as usize;
+            let batch = setup.server_knobs.batch.unwrap_or(1).clamp(1, 1024) as usize;
             thread::Builder::new()
                 .name("netsweep-data".into())
                 .spawn(move || {
                     data_loop(
-                        ep, pattern, max, offset, cookie, timeout, &signals, cmd_rx, res_tx,
+                        ep, pattern, max, batch, offset, cookie, timeout, &signals, cmd_rx, res_tx,
                     )
                 })
                 .map_err(|e| NetError::io("starting the data thread", e))?
@@ -361,6 +362,7 @@ fn data_loop(
     mut ep: Box<dyn Endpoint>,
     pattern: Pattern,
     max_size: usize,
+    batch: usize,
     offset: usize,
     cookie: u64,
     idle: Duration,
@@ -370,7 +372,13 @@ fn data_loop(
 ) {
     // Allocated once per session: one byte more than the largest message, so an oversize
     // datagram shows as a wrong length instead of silently truncating.
-    let mut buf = crate::endpoint::MessageBuffer::new(max_size.max(64 * 1024) + 1, offset);
+    let slot = max_size.max(64 * 1024) + 1;
+    let mut buf = crate::endpoint::MessageBuffer::new(slot * batch, offset);
+    let mut lens = vec![0usize; batch];
+    if let Err(e) = ep.prepare(slot, batch) {
+        let _ = results.send(Err(e));
+        return;
+    }
     let mut account = DgramAccount::new(0);
     while let Ok(cmd) = cmds.recv() {
         let DataCmd::Trial { spec, trial } = cmd;
@@ -382,7 +390,7 @@ fn data_loop(
                 let size = spec.size as usize;
                 pingpong::server_trial(
                     ep.as_mut(),
-                    buf.as_mut(),
+                    &mut buf.as_mut()[..slot],
                     size,
                     spec.repetitions,
                     signals,
@@ -391,7 +399,15 @@ fn data_loop(
             }
             Pattern::Stream => {
                 account.set_cookie(trial_cookie(cookie, trial));
-                stream::receiver_trial(ep.as_mut(), buf.as_mut(), signals, idle, &mut account)
+                stream::receiver_trial(
+                    ep.as_mut(),
+                    buf.as_mut(),
+                    slot,
+                    &mut lens,
+                    signals,
+                    idle,
+                    &mut account,
+                )
             }
         };
         let r = r.map(|mut c| {

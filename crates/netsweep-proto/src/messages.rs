@@ -78,6 +78,26 @@ pub struct Knobs {
     pub nodelay: Option<bool>,
     /// Offset of the message buffer from a page boundary, in bytes.
     pub buffer_offset: Option<u64>,
+    /// Messages per batch call for the `mmsg` api (sendmmsg/recvmmsg).
+    pub batch: Option<u32>,
+    /// TCP congestion control algorithm (TCP_CONGESTION).
+    pub congestion_control: Option<String>,
+    /// IP TOS byte (IP_TOS / IPV6_TCLASS); DSCP is `tos >> 2`.
+    pub tos: Option<u8>,
+    /// SO_PRIORITY (skb->priority: selects qdisc bands/classes).
+    pub priority: Option<u32>,
+    /// SO_NO_CHECK: send UDP over IPv4 with a zero checksum.
+    pub no_check: Option<bool>,
+    /// SO_BUSY_POLL in microseconds.
+    pub busy_poll: Option<u32>,
+    /// IP_MTU_DISCOVER mode: `do`, `dont`, `want` (or `probe`).
+    pub pmtu: Option<String>,
+    /// CPU to pin this side's data thread to.
+    pub cpu: Option<u32>,
+    /// Draw message buffers from a pool larger than the caches (NetPIPE -I), bytes.
+    pub cache_pool: Option<u64>,
+    /// Interface for the `packet` transport (found from the route to the peer when absent).
+    pub interface: Option<String>,
     /// Any knob this build does not know by name travels here, so it can be reported back.
     pub extra: BTreeMap<String, String>,
 }
@@ -91,6 +111,20 @@ pub struct GrantedKnobs {
     pub nodelay: Option<bool>,
     pub congestion_control: Option<String>,
     pub buffer_offset: Option<u64>,
+    pub batch: Option<u32>,
+    pub tos: Option<u8>,
+    pub priority: Option<u32>,
+    pub no_check: Option<bool>,
+    pub busy_poll: Option<u32>,
+    pub pmtu: Option<String>,
+    /// Path MTU the kernel reports for the connected socket (IP_MTU), when known.
+    pub path_mtu: Option<u32>,
+    pub cpu: Option<u32>,
+    pub cache_pool: Option<u64>,
+    /// Interface and MAC addresses of a `packet` endpoint (local, then peer).
+    pub interface: Option<String>,
+    pub local_mac: Option<String>,
+    pub peer_mac: Option<String>,
     /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
     pub notes: Vec<String>,
 }
@@ -103,6 +137,8 @@ pub struct DataEndpoint {
     pub port: u16,
     /// Filesystem path for unix-domain transports.
     pub path: Option<String>,
+    /// MAC address of the server's interface for the `packet` transport.
+    pub mac: Option<String>,
 }
 
 /// One trial of one point.
@@ -147,6 +183,13 @@ pub struct SideCounters {
     pub datagrams: Option<DatagramCounters>,
     /// True when this side stopped on a timeout rather than completing.
     pub timed_out: bool,
+    /// MSG_ZEROCOPY sends whose completion was reaped, and how many of them the kernel
+    /// reported as copied after all (SO_EE_CODE_ZEROCOPY_COPIED).
+    pub zerocopy_completions: u64,
+    pub zerocopy_copied: u64,
+    /// TCP retransmitted segments and DSACKs received during the trial (TCP_INFO deltas).
+    pub tcp_retransmits: Option<u64>,
+    pub tcp_dsacks: Option<u64>,
     /// The CPU this side's data thread ran on when the trial started and when it ended.
     pub cpu_at_start: Option<u32>,
     pub cpu_at_end: Option<u32>,

@@ -52,6 +52,9 @@ impl Endpoint for TcpEndpoint {
     fn granted(&self) -> GrantedKnobs {
         self.granted.clone()
     }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
 }
 
 /// The server's TCP data listener.
@@ -83,7 +86,7 @@ impl DataListener for TcpDataListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: self.port,
-            path: None,
+            ..Default::default()
         }
     }
 
@@ -157,6 +160,9 @@ impl Endpoint for UdpEndpoint {
     fn granted(&self) -> GrantedKnobs {
         self.granted.clone()
     }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
 }
 
 fn udp_socket(bind: SocketAddr, knobs: &Knobs) -> io::Result<(UdpSocket, GrantedKnobs)> {
@@ -192,7 +198,7 @@ impl DataListener for UdpDataListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: self.port,
-            path: None,
+            ..Default::default()
         }
     }
 

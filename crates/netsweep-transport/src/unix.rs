@@ -76,6 +76,9 @@ impl Endpoint for UnixStreamEndpoint {
     fn granted(&self) -> GrantedKnobs {
         self.granted.clone()
     }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
 }
 
 /// The server's unix stream listener.
@@ -109,6 +112,7 @@ impl DataListener for UnixStreamListener {
         DataEndpoint {
             port: 0,
             path: Some(self.path.to_string_lossy().into_owned()),
+            mac: None,
         }
     }
 
@@ -192,6 +196,9 @@ impl Endpoint for UnixDgramEndpoint {
     fn granted(&self) -> GrantedKnobs {
         self.granted.clone()
     }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
 }
 
 fn dgram_socket(path: &Path, knobs: &Knobs) -> io::Result<(UnixDatagram, GrantedKnobs)> {
@@ -228,6 +235,7 @@ impl DataListener for UnixDgramListener {
         DataEndpoint {
             port: 0,
             path: Some(self.path.to_string_lossy().into_owned()),
+            mac: None,
         }
     }
 

@@ -8,39 +8,59 @@ use super::{TrialSignals, SLICE};
 use crate::endpoint::{is_timeout, send_message, Endpoint};
 use netsweep_proto::messages::SideCounters;
 use std::io;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Sends `buf` repeatedly for `duration`. Datagrams get the sequence header (cookie low 32 bits).
+/// Sends `size`-byte messages for `duration`, `batch` per call (`buf` holds `batch` messages
+/// back to back). Datagrams get the sequence header (trial cookie, sequence, send time).
 pub fn sender_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
+    size: usize,
+    batch: usize,
     duration: Duration,
     cookie: u32,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
-    let size = buf.len() as u64;
+    let batch = batch.max(1);
     let mut c = SideCounters::default();
     let start = Instant::now();
     let mut seq = 0u64;
     let mut now = start;
     loop {
-        if datagram {
-            stamp(
-                buf,
-                cookie,
-                seq,
-                now.duration_since(start).as_nanos() as u64,
-            );
+        if batch == 1 {
+            if datagram {
+                stamp(
+                    buf,
+                    cookie,
+                    seq,
+                    now.duration_since(start).as_nanos() as u64,
+                );
+            }
+            c.send_calls += send_message(ep, &buf[..size])?;
+            seq += 1;
+        } else {
+            if datagram {
+                let ts = now.duration_since(start).as_nanos() as u64;
+                for i in 0..batch {
+                    stamp(&mut buf[i * size..], cookie, seq + i as u64, ts);
+                }
+            }
+            let mut done = 0;
+            while done < batch {
+                let (n, calls) = ep.send_batch(&buf[done * size..], size, batch - done)?;
+                c.send_calls += calls;
+                done += n;
+            }
+            seq += batch as u64;
         }
-        c.send_calls += send_message(ep, buf)?;
-        seq += 1;
         now = Instant::now();
         if now.duration_since(start) >= duration {
             break;
         }
     }
     c.messages_sent = seq;
-    c.bytes_sent = seq * size;
+    c.bytes_sent = seq * size as u64;
     c.active_ns = now.duration_since(start).as_nanos() as u64;
     Ok(c)
 }
@@ -50,16 +70,20 @@ pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 
 /// Receives until the client's announced bytes (stream) have all arrived, or (datagrams)
 /// every announced datagram arrived or none came for [`DGRAM_QUIET`] after the end; gives up
-/// after `idle` without data. `buf` must hold the largest message (plus one byte for
-/// datagrams). The endpoint's receive timeout must be [`SLICE`].
+/// after `idle` without data. `buf` holds `lens.len()` slots of `slot` bytes, each the
+/// largest message plus one byte; more than one slot receives in batches (recvmmsg).
+/// The endpoint's receive timeout must be [`SLICE`].
 pub fn receiver_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
+    slot: usize,
+    lens: &mut [usize],
     signals: &TrialSignals,
     idle: Duration,
     account: &mut DgramAccount,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
+    let batched = lens.len() > 1;
     account.reset();
     let mut c = SideCounters::default();
     let epoch = Instant::now();
@@ -69,42 +93,41 @@ pub fn receiver_trial(
     let quiet_slices = (DGRAM_QUIET.as_nanos() / SLICE.as_nanos()).max(1) as u32;
     let mut idle_slices = 0u32;
     loop {
-        match ep.recv(buf) {
-            Ok(0) if !datagram => {
+        let r = if batched {
+            ep.recv_batch(buf, slot, lens)
+        } else {
+            ep.recv(&mut buf[..slot]).map(|n| {
+                lens[0] = n;
+                (1, 1)
+            })
+        };
+        match r {
+            Ok((1, _)) if !datagram && lens[0] == 0 => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "client closed the data connection",
                 ));
             }
-            Ok(n) => {
+            Ok((count, calls)) => {
                 let now = Instant::now();
                 idle_slices = 0;
-                c.recv_calls += 1;
-                c.bytes_received += n as u64;
+                c.recv_calls += calls;
+                let got: usize = lens[..count].iter().sum();
+                c.bytes_received += got as u64;
                 if first.is_none() {
                     first = Some(now);
-                    c.first_recv_bytes = n as u64;
+                    c.first_recv_bytes = got as u64;
                 }
                 last = now;
                 if datagram {
-                    c.messages_received += 1;
-                    account.on_datagram(&buf[..n], now.duration_since(epoch).as_nanos() as u64);
-                }
-                if signals.is_ended() {
-                    let done = if datagram {
-                        account.received
-                            >= signals
-                                .sent_messages
-                                .load(std::sync::atomic::Ordering::Relaxed)
-                    } else {
-                        c.bytes_received
-                            >= signals
-                                .sent_bytes
-                                .load(std::sync::atomic::Ordering::Relaxed)
-                    };
-                    if done {
-                        break;
+                    c.messages_received += count as u64;
+                    let at = now.duration_since(epoch).as_nanos() as u64;
+                    for (i, &n) in lens[..count].iter().enumerate() {
+                        account.on_datagram(&buf[i * slot..i * slot + n], at);
                     }
+                }
+                if signals.is_ended() && done(datagram, &c, account, signals) {
+                    break;
                 }
             }
             Err(e) if is_timeout(&e) => {
@@ -112,18 +135,11 @@ pub fn receiver_trial(
                     break;
                 }
                 idle_slices += 1;
-                if signals.is_ended() {
-                    let sent_b = signals
-                        .sent_bytes
-                        .load(std::sync::atomic::Ordering::Relaxed);
-                    let sent_m = signals
-                        .sent_messages
-                        .load(std::sync::atomic::Ordering::Relaxed);
-                    if (!datagram && c.bytes_received >= sent_b)
-                        || (datagram && (account.received >= sent_m || idle_slices >= quiet_slices))
-                    {
-                        break;
-                    }
+                if signals.is_ended()
+                    && (done(datagram, &c, account, signals)
+                        || (datagram && idle_slices >= quiet_slices))
+                {
+                    break;
                 }
                 if idle_slices > max_idle_slices {
                     c.timed_out = true;
@@ -138,10 +154,18 @@ pub fn receiver_trial(
         c.active_ns = last.duration_since(epoch).as_nanos() as u64;
     }
     if datagram {
-        let sent = signals
-            .sent_messages
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let sent = signals.sent_messages.load(Ordering::Relaxed);
         c.datagrams = Some(account.counters(sent));
     }
     Ok(c)
+}
+
+/// True once everything the sender announced has arrived.
+#[inline]
+fn done(datagram: bool, c: &SideCounters, account: &DgramAccount, signals: &TrialSignals) -> bool {
+    if datagram {
+        account.received >= signals.sent_messages.load(Ordering::Relaxed)
+    } else {
+        c.bytes_received >= signals.sent_bytes.load(Ordering::Relaxed)
+    }
 }
