@@ -349,7 +349,7 @@ mod tests {
             cookie: 42,
             data: DataEndpoint {
                 port: 5001,
-                path: None,
+                ..DataEndpoint::default()
             },
         }
     }

@@ -129,7 +129,7 @@ pub(crate) mod tests {
                 cookie: 0xdead_beef,
                 data: DataEndpoint {
                     port: 4000,
-                    path: None,
+                    ..DataEndpoint::default()
                 },
             },
             ServerMsg::Busy {
@@ -265,11 +265,7 @@ pub(crate) mod tests {
             ServerMsg::DataBound {
                 granted: GrantedKnobs {
                     notes: vec!["x".into()],
-                    sndbuf: None,
-                    rcvbuf: None,
-                    nodelay: None,
-                    congestion_control: None,
-                    buffer_offset: None,
+                    ..GrantedKnobs::default()
                 },
             }
         );
