@@ -114,9 +114,61 @@ pub struct RunArgs {
     #[arg(long, default_value = "on", value_name = "on|off")]
     pub nodelay: String,
 
-    /// Offset of message buffers from a page boundary in bytes, both ends (NetPIPE -O).
-    #[arg(long, default_value_t = 0, value_name = "BYTES")]
-    pub offset: u64,
+    /// Offset of message buffers from a page boundary in bytes (NetPIPE -O); `C,S` sets
+    /// client and server apart. `--align` is the same as offset 0 (page-aligned, the default).
+    #[arg(long, value_name = "BYTES[,BYTES]")]
+    pub offset: Option<String>,
+
+    /// Page-align message buffers on both ends (the default; cancels --offset).
+    #[arg(long, conflicts_with = "offset")]
+    pub align: bool,
+
+    /// Messages per sendmmsg/recvmmsg call with `--api mmsg` (stream pattern).
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u32>,
+
+    /// TCP congestion control on both ends (TCP_CONGESTION), e.g. cubic, reno, bbr.
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+
+    /// IP TOS byte (IP_TOS / IPV6_TCLASS), e.g. 0x10; `C,S` per side.
+    #[arg(long, value_name = "TOS[,TOS]", conflicts_with = "dscp")]
+    pub tos: Option<String>,
+
+    /// DSCP code point (TOS = DSCP << 2), e.g. 46 for EF; `C,S` per side.
+    #[arg(long, value_name = "DSCP[,DSCP]")]
+    pub dscp: Option<String>,
+
+    /// SO_PRIORITY (skb priority: selects qdisc classes); `C,S` per side. Above 6 needs CAP_NET_ADMIN.
+    #[arg(long, value_name = "N[,N]")]
+    pub priority: Option<String>,
+
+    /// Send UDP over IPv4 with a zero checksum (SO_NO_CHECK) on both ends.
+    #[arg(long)]
+    pub no_check: bool,
+
+    /// SO_BUSY_POLL in microseconds on both ends; `C,S` per side.
+    #[arg(long, value_name = "USEC[,USEC]")]
+    pub busy_poll: Option<String>,
+
+    /// Path MTU discovery (IP_MTU_DISCOVER): do (DF set: oversize sends fail with EMSGSIZE),
+    /// dont (fragment), want (kernel default), probe.
+    #[arg(long, value_name = "MODE")]
+    pub pmtu: Option<String>,
+
+    /// Pin the data threads: `N` puts both ends on CPU N, `C,S` client on C and server on S.
+    /// Placement can dominate small-message latency; the CPUs used are always recorded.
+    #[arg(long, value_name = "CPU[,CPU]")]
+    pub cpu: Option<String>,
+
+    /// Draw message buffers from a pool larger than the CPU caches (NetPIPE -I), so every
+    /// repetition touches cold memory; optional pool size (default 64M).
+    #[arg(long, value_name = "POOL", num_args = 0..=1, default_missing_value = "64M")]
+    pub invalidate_cache: Option<String>,
+
+    /// Network interface for the `packet` transport (default: from the route to the peer).
+    #[arg(long, value_name = "IFACE")]
+    pub interface: Option<String>,
 
     /// Output format on stdout (or in -o FILE): text, json, jsonl, csv, npout. Default: text,
     /// or what -o's extension implies (.json, .jsonl, .csv, .out).

@@ -87,33 +87,107 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
-    let knobs = Knobs {
-        sndbuf: a
-            .sndbuf
-            .as_deref()
-            .map(|s| parse::size(s, "--sndbuf"))
-            .transpose()?,
-        rcvbuf: a
-            .rcvbuf
-            .as_deref()
-            .map(|s| parse::size(s, "--rcvbuf"))
-            .transpose()?,
-        nodelay: (transport == Transport::Tcp)
-            .then(|| parse::on_off(&a.nodelay, "--nodelay"))
-            .transpose()?,
-        buffer_offset: (a.offset > 0).then_some(a.offset),
-        ..Default::default()
-    };
-    if a.offset >= 4096 {
-        return Err(format!(
-            "--offset {} must be below the page size (4096)",
-            a.offset
-        ));
-    }
-    spec.client_knobs = knobs.clone();
-    spec.server_knobs = knobs;
+    let (client_knobs, server_knobs) = knobs(a, transport)?;
+    spec.client_knobs = client_knobs;
+    spec.server_knobs = server_knobs;
     spec.validate()?;
     Ok(spec)
+}
+
+/// Splits a per-side value: `X` is both sides, `C,S` client and server, `C,` or `,S` one side.
+fn per_side<T>(
+    v: Option<&str>,
+    flag: &str,
+    parse: impl Fn(&str, &str) -> Result<T, String>,
+) -> Result<(Option<T>, Option<T>), String>
+where
+    T: Clone,
+{
+    let Some(v) = v else { return Ok((None, None)) };
+    let one = |x: &str| -> Result<Option<T>, String> {
+        if x.trim().is_empty() {
+            Ok(None)
+        } else {
+            parse(x.trim(), flag).map(Some)
+        }
+    };
+    match v.split_once(',') {
+        None => {
+            let x = one(v)?;
+            Ok((x.clone(), x))
+        }
+        Some((c, s)) if !s.contains(',') => Ok((one(c)?, one(s)?)),
+        _ => Err(format!(
+            "bad {flag} '{v}': give one value for both ends or CLIENT,SERVER"
+        )),
+    }
+}
+
+fn number<T: std::str::FromStr>(s: &str, flag: &str) -> Result<T, String> {
+    let parsed = if let Some(h) = s.strip_prefix("0x") {
+        u64::from_str_radix(h, 16)
+            .ok()
+            .and_then(|v| v.to_string().parse().ok())
+    } else {
+        s.parse().ok()
+    };
+    parsed.ok_or_else(|| format!("bad {flag} value '{s}': give a number in range"))
+}
+
+/// Builds both sides' knobs from the flags.
+fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
+    let mut c = Knobs::default();
+    let mut s = Knobs::default();
+    (c.sndbuf, s.sndbuf) = per_side(a.sndbuf.as_deref(), "--sndbuf", parse::size)?;
+    (c.rcvbuf, s.rcvbuf) = per_side(a.rcvbuf.as_deref(), "--rcvbuf", parse::size)?;
+    if matches!(transport, Transport::Tcp) {
+        let nd = parse::on_off(&a.nodelay, "--nodelay")?;
+        (c.nodelay, s.nodelay) = (Some(nd), Some(nd));
+    }
+    if !a.align {
+        (c.buffer_offset, s.buffer_offset) =
+            per_side(a.offset.as_deref(), "--offset", number::<u64>)?;
+    }
+    for o in [c.buffer_offset, s.buffer_offset].into_iter().flatten() {
+        if o >= 4096 {
+            return Err(format!("--offset {o} must be below the page size (4096)"));
+        }
+    }
+    if let Some(b) = a.batch {
+        if b == 0 || b > 1024 {
+            return Err(format!("--batch {b} is out of range: give 1 to 1024"));
+        }
+        (c.batch, s.batch) = (Some(b), Some(b));
+    }
+    (c.congestion_control, s.congestion_control) = (a.cc.clone(), a.cc.clone());
+    (c.tos, s.tos) = per_side(a.tos.as_deref(), "--tos", number::<u8>)?;
+    if a.dscp.is_some() {
+        let (dc, ds) = per_side(a.dscp.as_deref(), "--dscp", number::<u8>)?;
+        for d in [dc, ds].into_iter().flatten() {
+            if d > 63 {
+                return Err(format!("--dscp {d} is out of range: DSCP is 0..63"));
+            }
+        }
+        (c.tos, s.tos) = (dc.map(|d| d << 2), ds.map(|d| d << 2));
+    }
+    (c.priority, s.priority) = per_side(a.priority.as_deref(), "--priority", number::<u32>)?;
+    if a.no_check {
+        (c.no_check, s.no_check) = (Some(true), Some(true));
+    }
+    (c.busy_poll, s.busy_poll) = per_side(a.busy_poll.as_deref(), "--busy-poll", number::<u32>)?;
+    if let Some(m) = &a.pmtu {
+        if !["do", "dont", "want", "probe"].contains(&m.as_str()) {
+            return Err(format!("bad --pmtu '{m}': use do, dont, want or probe"));
+        }
+        (c.pmtu, s.pmtu) = (Some(m.clone()), Some(m.clone()));
+    }
+    (c.cpu, s.cpu) = per_side(a.cpu.as_deref(), "--cpu", number::<u32>)?;
+    if let Some(p) = &a.invalidate_cache {
+        let pool = parse::size(p, "--invalidate-cache")?;
+        (c.cache_pool, s.cache_pool) = (Some(pool), Some(pool));
+    }
+    (c.interface, s.interface) = (a.interface.clone(), None);
+    Ok((c, s))
 }
 
 /// Resolves HOST[:PORT] to a control address.

@@ -253,8 +253,8 @@ fn results_are_saved_by_default_and_rerendered() {
     let rows = table
         .lines()
         .filter(|l| {
-            l.split_whitespace().count() >= 6
-                && l.split_whitespace().next().unwrap().parse::<u64>().is_ok()
+            let t: Vec<&str> = l.split_whitespace().collect();
+            t.len() >= 6 && t[..3].iter().all(|x| x.parse::<f64>().is_ok())
         })
         .count();
     assert_eq!(rows, 3, "{table}");

@@ -190,8 +190,62 @@ impl AsMut<[u8]> for MessageBuffer {
     }
 }
 
+/// Message slots in one buffer: `count` slots of `size` bytes, `stride` apart. One slot is
+/// the plain case; many slots spread over a pool larger than the caches make every
+/// repetition touch cold memory (NetPIPE -I).
+#[derive(Debug)]
+pub struct Slots<'a> {
+    buf: &'a mut [u8],
+    pub size: usize,
+    pub stride: usize,
+    pub count: usize,
+}
+
+impl<'a> Slots<'a> {
+    /// Slots of `size` bytes laid over `buf` at `stride`, as many as fit (at least one).
+    pub fn new(buf: &'a mut [u8], size: usize, stride: usize) -> Self {
+        let stride = stride.max(size).max(1);
+        let count = if buf.len() >= size {
+            ((buf.len() - size) / stride + 1).max(1)
+        } else {
+            1
+        };
+        Self {
+            buf,
+            size,
+            stride,
+            count,
+        }
+    }
+
+    /// Slot `i` (< count), as a slice running to the end of the slot's stride.
+    #[inline]
+    pub fn get(&mut self, i: usize) -> &mut [u8] {
+        let start = i * self.stride;
+        let end = (start + self.stride).min(self.buf.len());
+        &mut self.buf[start..end]
+    }
+}
+
+/// Stride between pooled message slots: the message rounded up to whole pages, plus the
+/// offset, so each slot keeps the requested page offset.
+pub fn pool_stride(size: usize, offset: usize) -> usize {
+    size.div_ceil(PAGE).max(1) * PAGE + offset % PAGE
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn slots_cover_the_pool() {
+        let mut b = vec![0u8; 10_000];
+        let s = super::Slots::new(&mut b, 100, 4096);
+        assert_eq!(s.count, 3);
+        let mut b = vec![0u8; 50];
+        let mut s = super::Slots::new(&mut b, 50, 50);
+        assert_eq!((s.count, s.get(0).len()), (1, 50));
+        assert_eq!(super::pool_stride(5000, 3), 8192 + 3);
+    }
+
     use super::*;
 
     #[test]

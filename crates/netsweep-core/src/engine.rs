@@ -3,10 +3,10 @@
 //! — and hands every finished point to a [`RunSink`] at once.
 
 use crate::control::ClientControl;
-use crate::cpu::{current_cpu, SystemCpu, ThreadCpu};
-use crate::endpoint::{Endpoint, MessageBuffer, TransportFactory};
+use crate::endpoint::{pool_stride, Endpoint, MessageBuffer, Slots, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
+use crate::meter::{pin_current_thread, TrialMeter};
 use crate::pattern::{pingpong, stream};
 use crate::results::{
     Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult, RunResult, RunStatus,
@@ -106,6 +106,12 @@ pub fn run(
         ServerMsg::DataBound { granted } => granted,
         other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
     };
+    let mut client_granted = ep.granted();
+    if let Some(cpu) = spec.client_knobs.cpu {
+        pin_current_thread(cpu)
+            .map_err(|m| NetError::Refused(format!("client side --cpu: {m}")))?;
+        client_granted.cpu = Some(cpu);
+    }
     let mut result = RunResult {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
@@ -122,12 +128,13 @@ pub fn run(
         client: client_info,
         server: server_info,
         granted: Granted {
-            client: ep.granted(),
+            client: client_granted,
             server: server_granted,
         },
         lab: ctx.lab.clone(),
         points: Vec::new(),
         summary: None,
+        anomalies: Vec::new(),
     };
     sink.started(&result);
 
@@ -243,13 +250,10 @@ impl Measurer<'_> {
             ServerMsg::Ready { .. } => {}
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         }
-        let cpu0 = ThreadCpu::now();
-        let sys0 = SystemCpu::now();
-        let cpu_at_start = current_cpu();
+        let meter = TrialMeter::start(self.ep);
         let t0 = Instant::now();
         let body_result = body(self.ep, trial);
         let wall_ns = t0.elapsed().as_nanos() as u64;
-        let cpu_at_end = current_cpu();
         let (mut client, extra) = match body_result {
             Ok(v) => v,
             Err(e) => {
@@ -263,12 +267,7 @@ impl Measurer<'_> {
                 })
             }
         };
-        let cpu = ThreadCpu::now().since(cpu0);
-        client.cpu_user_ns = cpu.user_ns;
-        client.cpu_sys_ns = cpu.sys_ns;
-        client.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
-        client.cpu_at_start = cpu_at_start;
-        client.cpu_at_end = cpu_at_end;
+        meter.finish(self.ep, &mut client);
         // The server may still be draining a stream: allow it the full timeout and more.
         let wait = Duration::from_nanos(self.spec.timeout_ns) + Duration::from_secs(2);
         let server = match self.ctl.request(
@@ -302,8 +301,19 @@ impl Measurer<'_> {
         let spec = self.spec;
         let datagram = self.ep.is_datagram();
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
-        let mut tx = MessageBuffer::new(size as usize, offset);
-        let mut rx = MessageBuffer::new(size as usize + usize::from(datagram), offset);
+        // One slot each, or (--invalidate-cache) slots spread over a pool larger than the caches.
+        let sz = size as usize;
+        let rx_size = sz + usize::from(datagram);
+        let stride = pool_stride(rx_size, offset);
+        let pool = spec
+            .client_knobs
+            .cache_pool
+            .map_or(0, |p| p as usize)
+            .max(rx_size);
+        let mut tx = MessageBuffer::new(pool, offset);
+        let mut rx = MessageBuffer::new(pool, offset);
+        let mut txs = Slots::new(tx.as_mut(), sz, stride);
+        let mut rxs = Slots::new(rx.as_mut(), rx_size, stride);
         self.ep
             .prepare(size as usize, 1)
             .map_err(|e| NetError::io("preparing the data endpoint", e))?;
@@ -338,13 +348,7 @@ impl Measurer<'_> {
                 },
                 |ep, _| {
                     let t = pingpong::client_trial(
-                        ep,
-                        tx.as_mut(),
-                        rx.as_mut(),
-                        seq0,
-                        reps,
-                        &mut hist,
-                        true,
+                        ep, &mut txs, &mut rxs, seq0, reps, &mut hist, true,
                     )?;
                     Ok((t.counters.clone(), t))
                 },
@@ -387,13 +391,7 @@ impl Measurer<'_> {
                 },
                 |ep, _| {
                     let t = pingpong::client_trial(
-                        ep,
-                        tx.as_mut(),
-                        rx.as_mut(),
-                        seq0,
-                        reps,
-                        &mut hist,
-                        false,
+                        ep, &mut txs, &mut rxs, seq0, reps, &mut hist, false,
                     )?;
                     Ok((t.counters.clone(), t))
                 },
@@ -664,7 +662,18 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     // Busy fractions are averaged by the caller's wall time; keep a weighted sum here.
     sum.system_busy_ppm += c.system_busy_ppm;
     sum.timed_out |= c.timed_out;
+    sum.zerocopy_completions += c.zerocopy_completions;
+    sum.zerocopy_copied += c.zerocopy_copied;
+    sum.tcp_retransmits = add_opt(sum.tcp_retransmits, c.tcp_retransmits);
+    sum.tcp_dsacks = add_opt(sum.tcp_dsacks, c.tcp_dsacks);
     sum.recv_span_ns += 1; // counts trials, for the busy average
+}
+
+fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
 }
 
 fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64) -> SideTotals {
@@ -685,6 +694,10 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64) -> SideTotals {
             0.0
         },
         system_busy: c.system_busy_ppm as f64 / trials / 1e6,
+        zerocopy_completions: c.zerocopy_completions,
+        zerocopy_copied: c.zerocopy_copied,
+        tcp_retransmits: c.tcp_retransmits,
+        tcp_dsacks: c.tcp_dsacks,
         service_demand_us_per_kb: if bytes_moved > 0 {
             (cpu / 1e3) / (bytes_moved as f64 / 1024.0)
         } else {

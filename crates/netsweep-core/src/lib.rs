@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod error;
 pub mod hostinfo;
+pub mod meter;
 pub mod pattern;
 pub mod results;
 pub mod server;

@@ -53,6 +53,9 @@ pub struct RunResult {
     pub points: Vec<PointResult>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<RunSummary>,
+    /// Dips, cliffs and unstable bands found in the sweep (see [`crate::anomaly`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub anomalies: Vec<crate::anomaly::Anomaly>,
 }
 
 /// Which program wrote the file.
@@ -160,6 +163,15 @@ pub struct SideTotals {
     pub system_busy: f64,
     /// Service demand: this side's CPU µs per KiB moved (netperf's definition, KB = 1024 B).
     pub service_demand_us_per_kb: f64,
+    /// MSG_ZEROCOPY sends completed, and how many of them the kernel copied after all.
+    pub zerocopy_completions: u64,
+    pub zerocopy_copied: u64,
+    /// TCP segments this side retransmitted (TCP_INFO), and DSACKs it received: a DSACK
+    /// means the peer got a segment twice, so a retransmit it reports was not a loss.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_retransmits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_dsacks: Option<u64>,
 }
 
 /// CPU placement of both data threads over a point's timed trials. On small machines

@@ -2,10 +2,10 @@
 //! is told "busy"), and runs each trial's data loop on a dedicated data thread.
 
 use crate::control::ServerControl;
-use crate::cpu::{current_cpu, SystemCpu, ThreadCpu};
-use crate::endpoint::{Endpoint, TransportFactory};
+use crate::endpoint::{pool_stride, Endpoint, Slots, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
+use crate::meter::{pin_current_thread, TrialMeter};
 use crate::pattern::dgram::DgramAccount;
 use crate::pattern::{pingpong, stream, TrialSignals, SLICE};
 use crate::spec::{Pattern, Transport, DGRAM_HEADER};
@@ -234,27 +234,45 @@ impl Session {
         }
         ep.set_recv_timeout(Some(SLICE))
             .map_err(|e| NetError::io("data endpoint", e))?;
-        ctl.send(ServerMsg::DataBound {
-            granted: ep.granted(),
-        })?;
+        let mut granted = ep.granted();
+        granted.cpu = setup.server_knobs.cpu;
 
         let signals = Arc::new(TrialSignals::default());
         let (cmd_tx, cmd_rx) = mpsc::channel::<DataCmd>();
         let (res_tx, res_rx) = mpsc::channel::<io::Result<SideCounters>>();
+        let (pin_tx, pin_rx) = mpsc::channel::<Result<(), String>>();
+        let pin = setup.server_knobs.cpu;
         let data_thread = {
             let signals = signals.clone();
             let max = setup.max_size as usize;
             let offset = setup.server_knobs.buffer_offset.unwrap_or(0) as usize;
             let batch = setup.server_knobs.batch.unwrap_or(1).clamp(1, 1024) as usize;
+            let pool = setup.server_knobs.cache_pool.unwrap_or(0).min(1 << 28) as usize;
             thread::Builder::new()
                 .name("netsweep-data".into())
                 .spawn(move || {
-                    data_loop(
-                        ep, pattern, max, batch, offset, cookie, timeout, &signals, cmd_rx, res_tx,
-                    )
+                    // Pin first, so every trial runs where the client asked.
+                    let pinned = pin.map_or(Ok(()), pin_current_thread);
+                    let ok = pinned.is_ok();
+                    let _ = pin_tx.send(pinned);
+                    if ok {
+                        data_loop(
+                            ep, pattern, max, batch, offset, pool, cookie, timeout, &signals,
+                            cmd_rx, res_tx,
+                        );
+                    }
                 })
                 .map_err(|e| NetError::io("starting the data thread", e))?
         };
+        match pin_rx.recv_timeout(timeout) {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => {
+                let _ = data_thread.join();
+                return refuse(&mut ctl, format!("server side --cpu: {message}"));
+            }
+            Err(_) => return refuse(&mut ctl, "the server's data thread did not start".into()),
+        }
+        ctl.send(ServerMsg::DataBound { granted })?;
         let result = Self::trials(
             &mut ctl, pattern, transport, limits, timeout, &signals, &cmd_tx, &res_rx,
         );
@@ -364,6 +382,7 @@ fn data_loop(
     max_size: usize,
     batch: usize,
     offset: usize,
+    cache_pool: usize,
     cookie: u64,
     idle: Duration,
     signals: &TrialSignals,
@@ -373,7 +392,8 @@ fn data_loop(
     // Allocated once per session: one byte more than the largest message, so an oversize
     // datagram shows as a wrong length instead of silently truncating.
     let slot = max_size.max(64 * 1024) + 1;
-    let mut buf = crate::endpoint::MessageBuffer::new(slot * batch, offset);
+    let pool_len = (slot * batch).max(cache_pool);
+    let mut buf = crate::endpoint::MessageBuffer::new(pool_len, offset);
     let mut lens = vec![0usize; batch];
     if let Err(e) = ep.prepare(slot, batch) {
         let _ = results.send(Err(e));
@@ -382,15 +402,19 @@ fn data_loop(
     let mut account = DgramAccount::new(0);
     while let Ok(cmd) = cmds.recv() {
         let DataCmd::Trial { spec, trial } = cmd;
-        let cpu0 = ThreadCpu::now();
-        let sys0 = SystemCpu::now();
-        let cpu_at_start = current_cpu();
+        let meter = TrialMeter::start(ep.as_mut());
         let r = match pattern {
             Pattern::Pingpong => {
                 let size = spec.size as usize;
+                let stride = if cache_pool > slot {
+                    pool_stride(size + 1, offset)
+                } else {
+                    slot
+                };
+                let mut slots = Slots::new(&mut buf.as_mut()[..pool_len], size + 1, stride);
                 pingpong::server_trial(
                     ep.as_mut(),
-                    &mut buf.as_mut()[..slot],
+                    &mut slots,
                     size,
                     spec.repetitions,
                     signals,
@@ -411,12 +435,7 @@ fn data_loop(
             }
         };
         let r = r.map(|mut c| {
-            let cpu = ThreadCpu::now().since(cpu0);
-            c.cpu_user_ns = cpu.user_ns;
-            c.cpu_sys_ns = cpu.sys_ns;
-            c.system_busy_ppm = SystemCpu::now().busy_ppm_since(sys0);
-            c.cpu_at_start = cpu_at_start;
-            c.cpu_at_end = current_cpu();
+            meter.finish(ep.as_mut(), &mut c);
             c
         });
         if results.send(r).is_err() {

@@ -3,7 +3,7 @@
 //! loss timeout and a late echo is recognised, never waited on forever.
 
 use super::{TrialSignals, SLICE};
-use crate::endpoint::{is_timeout, recv_message, send_message, Endpoint};
+use crate::endpoint::{is_timeout, recv_message, send_message, Endpoint, Slots};
 use crate::stats::LatencyHistogram;
 use netsweep_proto::messages::SideCounters;
 use std::io;
@@ -38,31 +38,40 @@ fn tag_matches(buf: &[u8], seq: u64) -> bool {
     buf[..n] == seq.to_le_bytes()[..n]
 }
 
-/// Runs `reps` round trips of `tx.len()` bytes, numbering datagram requests from
+/// Runs `reps` round trips of `size` bytes, numbering datagram requests from
 /// `first_seq` (numbers continue across trials so a straggler is never taken for an echo). Round-trip times go into `hist`.
 /// On datagram endpoints the caller has set the receive timeout to the loss timeout; `rx`
-/// must be at least `tx.len()` bytes (one more for datagrams, to see oversize echoes).
+/// slots are `size` bytes (plus one for datagrams, to see oversize echoes). With more than
+/// one slot, each round trip uses the next slot of each pool (NetPIPE's cache invalidation).
 /// With `verify`, every echo is compared with its request (for untimed warm-ups).
 pub fn client_trial(
     ep: &mut dyn Endpoint,
-    tx: &mut [u8],
-    rx: &mut [u8],
+    txs: &mut Slots<'_>,
+    rxs: &mut Slots<'_>,
     first_seq: u64,
     reps: u64,
     hist: &mut LatencyHistogram,
     verify: bool,
 ) -> io::Result<ClientTrial> {
-    let size = tx.len();
+    let size = txs.size;
+    let pools = txs.count.max(rxs.count);
     let datagram = ep.is_datagram();
     let mut t = ClientTrial::default();
     let start = Instant::now();
     for i in 0..reps {
         let seq = first_seq + i;
+        let k = if pools > 1 {
+            (i % pools as u64) as usize
+        } else {
+            0
+        };
+        let tx = txs.get(k);
+        let rx = rxs.get(k);
         if datagram {
-            tag(tx, seq);
+            tag(&mut tx[..size], seq);
         }
         let t0 = Instant::now();
-        t.counters.send_calls += send_message(ep, tx)?;
+        t.counters.send_calls += send_message(ep, &tx[..size])?;
         t.counters.bytes_sent += size as u64;
         t.counters.messages_sent += 1;
         if datagram {
@@ -95,7 +104,7 @@ pub fn client_trial(
         t.completed += 1;
         t.counters.bytes_received += size as u64;
         t.counters.messages_received += 1;
-        if verify && rx[..size] != tx[..] {
+        if verify && rx[..size] != tx[..size] {
             t.corrupt += 1;
         }
     }
@@ -108,7 +117,7 @@ pub fn client_trial(
 /// The endpoint's receive timeout must be [`SLICE`].
 pub fn server_trial(
     ep: &mut dyn Endpoint,
-    buf: &mut [u8],
+    bufs: &mut Slots<'_>,
     size: usize,
     reps: u64,
     signals: &TrialSignals,
@@ -122,6 +131,11 @@ pub fn server_trial(
     let mut done = 0u64;
     let mut off = 0usize;
     while done < reps {
+        let buf = bufs.get(if bufs.count > 1 {
+            (done % bufs.count as u64) as usize
+        } else {
+            0
+        });
         let r = if datagram {
             ep.recv(buf)
         } else {
