@@ -1,0 +1,624 @@
+//! Running a scenario: lab up, then for each run `netsweep serve` in the server host and
+//! `netsweep run` in the client host, results and logs saved under the output directory with
+//! `lab.json` and `index.json`, and the lab torn down on success, failure and Ctrl-C alike.
+//!
+//! The runner relies only on the binary's exit status and the files it writes.
+
+use crate::error::{LabError, Result};
+use crate::lab::Lab;
+use crate::layout::Layout;
+use crate::names;
+use crate::scenario::{Compare, RunSpec, Scenario};
+use crate::signals;
+use serde::Serialize;
+use std::fs::File;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `schema` of `index.json`.
+pub const INDEX_SCHEMA: &str = "netsweep-scenario-index";
+/// `schema_version` of `index.json`.
+pub const INDEX_SCHEMA_VERSION: u32 = 1;
+/// How long `netsweep serve` gets to start listening.
+pub const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a child gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Poll interval while waiting for children.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Options of [`run_scenario_with`].
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The netsweep binary to run in the namespaces.
+    pub exe: PathBuf,
+    /// Where results, logs, `lab.json` and `index.json` go.
+    pub out_dir: PathBuf,
+    /// Run id of the lab (default: a fresh one).
+    pub run_id: Option<String>,
+    /// How long the server gets to start listening.
+    pub server_ready_timeout: Duration,
+}
+
+impl RunOptions {
+    /// Defaults for `exe` and `out_dir`.
+    pub fn new(exe: &Path, out_dir: &Path) -> Self {
+        RunOptions {
+            exe: exe.to_path_buf(),
+            out_dir: out_dir.to_path_buf(),
+            run_id: None,
+            server_ready_timeout: SERVER_READY_TIMEOUT,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// The client exited 0.
+    Ok,
+    /// The client exited non-zero.
+    Failed,
+    /// The client ran past its timeout and was killed.
+    TimedOut,
+    /// The server did not start listening (or exited early).
+    ServerFailed,
+    /// The lab could not be used for this run (bad target, spawn failure).
+    Error,
+    /// Ctrl-C / SIGTERM stopped it.
+    Interrupted,
+    /// Not started because the scenario was interrupted earlier.
+    Skipped,
+}
+
+/// What one run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    /// Run name.
+    pub name: String,
+    /// Client host.
+    pub client: String,
+    /// Server host.
+    pub server: String,
+    /// `ADDR:PORT` the client was pointed at.
+    pub target: String,
+    /// The link or tunnel targeted, if the run named one.
+    pub via: Option<String>,
+    /// The client command line (inside the client's namespace).
+    pub command: Vec<String>,
+    /// Results file, relative to the output directory.
+    pub results: String,
+    /// Whether the results file exists after the run.
+    pub results_written: bool,
+    /// Client log (stdout and stderr), relative to the output directory.
+    pub log: String,
+    /// Server log, relative to the output directory.
+    pub server_log: String,
+    /// How it ended.
+    pub status: RunStatus,
+    /// The client's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Wall time of the client, in seconds.
+    pub duration_secs: f64,
+    /// Why it did not succeed, when it did not.
+    pub message: Option<String>,
+}
+
+/// What a scenario did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioOutcome {
+    /// Always [`INDEX_SCHEMA`].
+    pub schema: &'static str,
+    /// [`INDEX_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Scenario name.
+    pub scenario: String,
+    /// Scenario description.
+    pub description: Option<String>,
+    /// Scenario file.
+    pub scenario_file: Option<PathBuf>,
+    /// Lab run id.
+    pub run_id: String,
+    /// Start time (Unix seconds).
+    pub started_unix: u64,
+    /// End time (Unix seconds), once finished.
+    pub finished_unix: Option<u64>,
+    /// The lab description, relative to the output directory.
+    pub lab: String,
+    /// Every run, in order.
+    pub runs: Vec<RunOutcome>,
+    /// The comparisons the scenario asks for.
+    pub compare: Vec<Compare>,
+    /// SIGINT/SIGTERM stopped the scenario.
+    pub interrupted: bool,
+    /// What teardown could not remove (empty when clean).
+    pub teardown_errors: Vec<String>,
+    /// The output directory.
+    #[serde(skip)]
+    pub out_dir: PathBuf,
+}
+
+impl ScenarioOutcome {
+    /// Whether every run succeeded and the lab was removed.
+    pub fn all_ok(&self) -> bool {
+        !self.interrupted
+            && self.teardown_errors.is_empty()
+            && self.runs.iter().all(|r| r.status == RunStatus::Ok)
+    }
+
+    /// 0 when all ran, 130 when interrupted, else 1.
+    pub fn exit_code(&self) -> i32 {
+        if self.interrupted {
+            130
+        } else if self.all_ok() {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// Path of `index.json`.
+    pub fn index_path(&self) -> PathBuf {
+        self.out_dir.join("index.json")
+    }
+
+    /// Path of `lab.json`.
+    pub fn lab_path(&self) -> PathBuf {
+        self.out_dir.join(&self.lab)
+    }
+}
+
+/// Progress reports for the caller to print.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// The lab is up.
+    LabUp(&'a Layout),
+    /// A run is starting.
+    RunStarting {
+        /// 0-based index.
+        index: usize,
+        /// Number of runs.
+        total: usize,
+        /// The run.
+        run: &'a RunSpec,
+        /// `ADDR:PORT`.
+        target: &'a str,
+        /// Client command line.
+        command: &'a [String],
+    },
+    /// A run ended.
+    RunFinished {
+        /// 0-based index.
+        index: usize,
+        /// Number of runs.
+        total: usize,
+        /// What happened.
+        outcome: &'a RunOutcome,
+    },
+    /// The lab was torn down.
+    LabDown,
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| {
+        LabError::io(
+            format!("encoding {}", path.display()),
+            std::io::Error::other(e),
+        )
+    })?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text + "\n")
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| LabError::io(format!("writing {}", path.display()), e))
+}
+
+/// Runs `scenario` with `exe` as the netsweep binary, writing into `out_dir`.
+pub fn run_scenario<F: FnMut(&Progress<'_>)>(
+    scenario: &Scenario,
+    exe: &Path,
+    out_dir: &Path,
+    progress: F,
+) -> Result<ScenarioOutcome> {
+    run_scenario_with(scenario, &RunOptions::new(exe, out_dir), progress)
+}
+
+/// Runs `scenario` with explicit options.
+pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    mut progress: F,
+) -> Result<ScenarioOutcome> {
+    let _signals = signals::install();
+    let exe = std::fs::canonicalize(&opts.exe).map_err(|e| {
+        LabError::Usage(format!(
+            "netsweep binary {} not found ({e}): build it (`cargo build --release`) or give its path",
+            opts.exe.display()
+        ))
+    })?;
+    std::fs::create_dir_all(&opts.out_dir).map_err(|e| {
+        LabError::Usage(format!(
+            "cannot create output directory {} ({e}): pick a writable place with -o",
+            opts.out_dir.display()
+        ))
+    })?;
+    let out_dir = std::fs::canonicalize(&opts.out_dir)
+        .map_err(|e| LabError::io(format!("resolving {}", opts.out_dir.display()), e))?;
+    let run_id = opts.run_id.clone().unwrap_or_else(names::generate_run_id);
+
+    let lab = Lab::up(&scenario.topology, &run_id)?;
+    let lab_meta = out_dir.join("lab.json");
+    let mut outcome = ScenarioOutcome {
+        schema: INDEX_SCHEMA,
+        schema_version: INDEX_SCHEMA_VERSION,
+        scenario: scenario.name.clone(),
+        description: scenario.description.clone(),
+        scenario_file: scenario.file.clone(),
+        run_id: run_id.clone(),
+        started_unix: now_unix(),
+        finished_unix: None,
+        lab: "lab.json".into(),
+        runs: Vec::new(),
+        compare: scenario.compare.clone(),
+        interrupted: false,
+        teardown_errors: Vec::new(),
+        out_dir: out_dir.clone(),
+    };
+    // From here on the lab is removed whatever happens: `lab` drops on every early return.
+    write_json(&lab_meta, lab.layout())?;
+    write_json(&outcome.index_path(), &outcome)?;
+    progress(&Progress::LabUp(lab.layout()));
+
+    let total = scenario.runs.len();
+    for (index, run) in scenario.runs.iter().enumerate() {
+        let result = if signals::interrupted() {
+            skipped(run)
+        } else {
+            one_run(
+                &lab,
+                run,
+                &exe,
+                &out_dir,
+                &lab_meta,
+                opts,
+                &mut |target, command| {
+                    progress(&Progress::RunStarting {
+                        index,
+                        total,
+                        run,
+                        target,
+                        command,
+                    })
+                },
+            )
+        };
+        if matches!(result.status, RunStatus::Interrupted | RunStatus::Skipped) {
+            outcome.interrupted = true;
+        }
+        outcome.runs.push(result);
+        if let Some(last) = outcome.runs.last() {
+            progress(&Progress::RunFinished {
+                index,
+                total,
+                outcome: last,
+            });
+        }
+        write_json(&outcome.index_path(), &outcome)?;
+    }
+    if signals::interrupted() {
+        outcome.interrupted = true;
+    }
+    if let Err(e) = lab.down() {
+        outcome.teardown_errors.push(e.to_string());
+    }
+    progress(&Progress::LabDown);
+    outcome.finished_unix = Some(now_unix());
+    write_json(&outcome.index_path(), &outcome)?;
+    Ok(outcome)
+}
+
+fn skipped(run: &RunSpec) -> RunOutcome {
+    RunOutcome {
+        name: run.name.clone(),
+        client: run.client.clone(),
+        server: run.server.clone(),
+        target: String::new(),
+        via: run.via.clone(),
+        command: Vec::new(),
+        results: format!("{}.json", run.name),
+        results_written: false,
+        log: format!("{}.log", run.name),
+        server_log: format!("{}.server.log", run.name),
+        status: RunStatus::Skipped,
+        exit_code: None,
+        duration_secs: 0.0,
+        message: Some("not started: the scenario was interrupted".into()),
+    }
+}
+
+fn target(lab: &Lab, run: &RunSpec) -> Result<(IpAddr, String)> {
+    let addr = match &run.via {
+        Some(via) => lab.address(&run.server, via)?,
+        None => lab.address_for(&run.client, &run.server)?,
+    };
+    Ok((IpAddr::V4(addr), format!("{addr}:{}", run.port)))
+}
+
+fn log_file(path: &Path) -> Result<(Stdio, Stdio)> {
+    let f =
+        File::create(path).map_err(|e| LabError::io(format!("creating {}", path.display()), e))?;
+    let g = f
+        .try_clone()
+        .map_err(|e| LabError::io(format!("opening {}", path.display()), e))?;
+    Ok((Stdio::from(f), Stdio::from(g)))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_run(
+    lab: &Lab,
+    run: &RunSpec,
+    exe: &Path,
+    out_dir: &Path,
+    lab_meta: &Path,
+    opts: &RunOptions,
+    starting: &mut dyn FnMut(&str, &[String]),
+) -> RunOutcome {
+    let mut out = skipped(run);
+    out.message = None;
+    out.status = RunStatus::Error;
+    let (addr, tgt) = match target(lab, run) {
+        Ok(t) => t,
+        Err(e) => {
+            out.message = Some(e.to_string());
+            return out;
+        }
+    };
+    out.target = tgt.clone();
+    let results = out_dir.join(&out.results);
+    let _ = std::fs::remove_file(&results);
+    let exe_s = exe.display().to_string();
+    let mut command = vec![exe_s.clone(), "run".into(), tgt.clone()];
+    command.extend(run.args.iter().cloned());
+    command.extend([
+        "-o".into(),
+        results.display().to_string(),
+        "--lab-meta".into(),
+        lab_meta.display().to_string(),
+    ]);
+    out.command = command.clone();
+    starting(&tgt, &command);
+
+    // Server.
+    let mut server_argv = vec![
+        exe_s,
+        "serve".into(),
+        "--bind".into(),
+        addr.to_string(),
+        "--port".into(),
+        run.port.to_string(),
+    ];
+    server_argv.extend(run.server_args.iter().cloned());
+    let server = lab.command(&run.server, &server_argv).and_then(|mut c| {
+        let (o, e) = log_file(&out_dir.join(&out.server_log))?;
+        c.stdin(Stdio::null()).stdout(o).stderr(e);
+        c.spawn()
+            .map_err(|e| LabError::io(format!("starting netsweep serve in {}", run.server), e))
+    });
+    let mut server = match server {
+        Ok(s) => s,
+        Err(e) => {
+            out.message = Some(e.to_string());
+            return out;
+        }
+    };
+    match wait_listening(&mut server, run.port, opts.server_ready_timeout) {
+        Ready::Yes => {}
+        Ready::Interrupted => {
+            stop(&mut server);
+            out.status = RunStatus::Interrupted;
+            out.message = Some("interrupted while the server was starting".into());
+            return out;
+        }
+        Ready::No(why) => {
+            stop(&mut server);
+            out.status = RunStatus::ServerFailed;
+            out.message = Some(format!("{why}; see {}", out.server_log));
+            return out;
+        }
+    }
+
+    // Client.
+    let client = lab.command(&run.client, &command[..]).and_then(|mut c| {
+        let (o, e) = log_file(&out_dir.join(&out.log))?;
+        c.stdin(Stdio::null()).stdout(o).stderr(e);
+        c.spawn()
+            .map_err(|e| LabError::io(format!("starting netsweep run in {}", run.client), e))
+    });
+    let started = Instant::now();
+    let mut client = match client {
+        Ok(c) => c,
+        Err(e) => {
+            stop(&mut server);
+            out.message = Some(e.to_string());
+            return out;
+        }
+    };
+    let deadline = started + Duration::from_secs(run.timeout_secs);
+    loop {
+        match client.try_wait() {
+            Ok(Some(st)) => {
+                out.exit_code = st.code();
+                if st.success() {
+                    out.status = RunStatus::Ok;
+                } else {
+                    out.status = RunStatus::Failed;
+                    out.message = Some(match st.code() {
+                        Some(c) => format!("netsweep run exited with {c}; see {}", out.log),
+                        None => format!("netsweep run was killed by a signal; see {}", out.log),
+                    });
+                }
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                out.message = Some(format!("waiting for netsweep run: {e}"));
+                stop(&mut client);
+                break;
+            }
+        }
+        if signals::interrupted() {
+            stop(&mut client);
+            out.status = RunStatus::Interrupted;
+            out.message = Some("interrupted".into());
+            break;
+        }
+        if Instant::now() >= deadline {
+            stop(&mut client);
+            out.status = RunStatus::TimedOut;
+            out.message = Some(format!(
+                "netsweep run took longer than {} s and was stopped; raise `timeout` in the run",
+                run.timeout_secs
+            ));
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    out.duration_secs = started.elapsed().as_secs_f64();
+    stop(&mut server);
+    out.results_written = results.exists();
+    out
+}
+
+enum Ready {
+    Yes,
+    No(String),
+    Interrupted,
+}
+
+/// Waits until something in the server's namespace listens on TCP `port` (read from
+/// /proc/<pid>/net/tcp{,6}, which show the namespace of that process), the server exits, or
+/// time runs out. No connection is made, so the server sees no stray client.
+fn wait_listening(server: &mut Child, port: u16, timeout: Duration) -> Ready {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(st)) = server.try_wait() {
+            return Ready::No(format!("netsweep serve exited early ({st})"));
+        }
+        if listening(server.id(), port) {
+            return Ready::Yes;
+        }
+        if signals::interrupted() {
+            return Ready::Interrupted;
+        }
+        if Instant::now() >= deadline {
+            return Ready::No(format!(
+                "netsweep serve did not listen on port {port} within {} s",
+                timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Whether a TCP socket in `pid`'s namespace listens on `port`.
+pub fn listening(pid: u32, port: u16) -> bool {
+    ["tcp", "tcp6"].iter().any(|f| {
+        std::fs::read_to_string(format!("/proc/{pid}/net/{f}"))
+            .map(|t| proc_net_listens(&t, port))
+            .unwrap_or(false)
+    })
+}
+
+/// Whether /proc/net/tcp text has a LISTEN (state 0A) socket on `port`.
+pub fn proc_net_listens(text: &str, port: u16) -> bool {
+    text.lines().skip(1).any(|l| {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let local_port = w
+            .get(1)
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| u16::from_str_radix(p, 16).ok());
+        local_port == Some(port) && w.get(3) == Some(&"0A")
+    })
+}
+
+/// SIGTERM, then SIGKILL after a grace period; reaps the child.
+fn stop(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_listening_sockets() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0112A8C6:1C20 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n   1: 0112A8C6:1C21 0212A8C6:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n";
+        assert!(proc_net_listens(t, 7200));
+        assert!(!proc_net_listens(t, 7201), "established, not listening");
+        assert!(!proc_net_listens(t, 80));
+        assert!(!proc_net_listens("", 7200));
+    }
+
+    #[test]
+    fn outcome_exit_codes() {
+        let mut o = ScenarioOutcome {
+            schema: INDEX_SCHEMA,
+            schema_version: 1,
+            scenario: "s".into(),
+            description: None,
+            scenario_file: None,
+            run_id: "r".into(),
+            started_unix: 0,
+            finished_unix: None,
+            lab: "lab.json".into(),
+            runs: Vec::new(),
+            compare: Vec::new(),
+            interrupted: false,
+            teardown_errors: Vec::new(),
+            out_dir: PathBuf::from("/tmp"),
+        };
+        assert_eq!(o.exit_code(), 0);
+        let mut r = skipped(&RunSpec {
+            name: "a".into(),
+            client: "c".into(),
+            server: "s".into(),
+            args: vec![],
+            server_args: vec![],
+            via: None,
+            port: 7200,
+            timeout_secs: 1,
+        });
+        r.status = RunStatus::Failed;
+        o.runs.push(r);
+        assert_eq!(o.exit_code(), 1);
+        o.interrupted = true;
+        assert_eq!(o.exit_code(), 130);
+        let j = serde_json::to_value(&o).unwrap();
+        assert_eq!(j["schema"], "netsweep-scenario-index");
+        assert_eq!(j["runs"][0]["status"], "failed");
+        assert_eq!(j["runs"][0]["results"], "a.json");
+    }
+}
