@@ -9,8 +9,8 @@ use crate::hostinfo;
 use crate::meter::{pin_current_thread, TrialMeter};
 use crate::pattern::{pingpong, stream};
 use crate::results::{
-    Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult, RunResult, RunStatus,
-    SideTotals, StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
+    DatagramTotals, Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult,
+    RunResult, RunStatus, SideTotals, StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
 };
 use crate::server::trial_cookie;
 use crate::spec::{Pattern, RunSpec};
@@ -133,6 +133,7 @@ pub fn run(
         },
         lab: ctx.lab.clone(),
         points: Vec::new(),
+        datagram_totals: None,
         summary: None,
         anomalies: Vec::new(),
     };
@@ -149,6 +150,7 @@ pub fn run(
         interrupt: ctx.interrupt,
         prev_rep_ns: None,
         loss_timeout: Duration::from_millis(500),
+        totals: DatagramTotals::default(),
     };
     let mut error = None;
     for (i, &size) in spec.sizes.iter().enumerate() {
@@ -177,6 +179,9 @@ pub fn run(
             }
         }
     }
+    if m.ep.is_datagram() {
+        result.datagram_totals = Some(m.totals);
+    }
     if error.is_none() {
         let _ = ctl.send(ClientMsg::Bye {});
         let _ = ctl.recv("closing the session", Some(Duration::from_secs(2)));
@@ -190,6 +195,7 @@ pub fn run(
         result.message = Some(e.to_string());
     }
     result.finished_at = Some(now_rfc3339());
+    crate::anomaly::annotate(&mut result);
     result.summarise(run_start.elapsed().as_nanos() as u64);
     sink.finished(&result);
     Ok(RunOutcome { result, error })
@@ -228,6 +234,8 @@ struct Measurer<'a> {
     prev_rep_ns: Option<f64>,
     /// How long a datagram pingpong waits for an echo before counting the request lost.
     loss_timeout: Duration,
+    /// Every datagram of the run, warm-ups included, per direction.
+    totals: DatagramTotals,
 }
 
 impl Measurer<'_> {
@@ -257,14 +265,21 @@ impl Measurer<'_> {
         let (mut client, extra) = match body_result {
             Ok(v) => v,
             Err(e) => {
-                return Err(if crate::endpoint::is_timeout(&e) {
-                    NetError::Timeout {
-                        secs: self.spec.timeout_ns as f64 / 1e9,
-                        during: "waiting for data from the server".into(),
-                    }
-                } else {
-                    NetError::io("data path", e)
-                })
+                return Err(
+                    if e.kind() == std::io::ErrorKind::Interrupted
+                        && self.interrupt.load(Ordering::Relaxed)
+                    {
+                        // Ctrl-C interrupted a blocking call: the user asked to stop.
+                        NetError::Interrupted
+                    } else if crate::endpoint::is_timeout(&e) {
+                        NetError::Timeout {
+                            secs: self.spec.timeout_ns as f64 / 1e9,
+                            during: "waiting for data from the server".into(),
+                        }
+                    } else {
+                        NetError::io("data path", e)
+                    },
+                );
             }
         };
         meter.finish(self.ep, &mut client);
@@ -281,6 +296,18 @@ impl Measurer<'_> {
             ServerMsg::TrialReport { counters, .. } => counters,
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         };
+        if self.ep.is_datagram() {
+            let t = &mut self.totals;
+            t.trials += 1;
+            t.to_server_sent += client.messages_sent;
+            t.to_client_sent += server.messages_sent;
+            t.to_client_received += client.messages_received;
+            // Distinct datagrams when the server de-duplicated them (stream), else all it got.
+            t.to_server_received += server
+                .datagrams
+                .as_ref()
+                .map_or(server.messages_received, |d| d.received);
+        }
         Ok(TrialOutcome {
             client,
             server,

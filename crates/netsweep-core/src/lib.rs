@@ -1,6 +1,7 @@
 //! netsweep-core: specs, size schedules, statistics, patterns over an endpoint trait, the
 //! engine that runs points with the peer over the control protocol, and the results model.
 
+pub mod anomaly;
 pub mod control;
 pub mod cpu;
 pub mod endpoint;

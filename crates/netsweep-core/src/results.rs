@@ -51,6 +51,10 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<serde_json::Value>,
     pub points: Vec<PointResult>,
+    /// Datagram transports: every datagram of the run per direction, warm-up and calibration
+    /// trials included — the figures to hold against a link's own drop counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagram_totals: Option<DatagramTotals>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<RunSummary>,
     /// Dips, cliffs and unstable bands found in the sweep (see [`crate::anomaly`]).
@@ -142,6 +146,31 @@ pub struct Loss {
     pub late: u64,
     /// RFC 3550 interarrival jitter, mean over trials, nanoseconds.
     pub jitter_ns: f64,
+}
+
+/// Every datagram of a run, per direction, as the two ends counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DatagramTotals {
+    /// Trials counted (warm-up and calibration included).
+    pub trials: u64,
+    /// Sent by the client; received (distinct) by the server.
+    pub to_server_sent: u64,
+    pub to_server_received: u64,
+    /// Sent by the server (echoes); received by the client.
+    pub to_client_sent: u64,
+    pub to_client_received: u64,
+}
+
+impl DatagramTotals {
+    /// Datagrams lost client → server.
+    pub fn to_server_lost(&self) -> u64 {
+        self.to_server_sent.saturating_sub(self.to_server_received)
+    }
+    /// Datagrams lost server → client.
+    pub fn to_client_lost(&self) -> u64 {
+        self.to_client_sent.saturating_sub(self.to_client_received)
+    }
 }
 
 /// One side's totals over a point's timed trials.

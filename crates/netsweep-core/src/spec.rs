@@ -12,15 +12,31 @@ pub enum Transport {
     Udp,
     UnixStream,
     UnixDgram,
+    /// Unix SOCK_SEQPACKET: message boundaries kept, reliable and ordered (never loses).
+    UnixSeqpacket,
+    /// Raw Ethernet frames over AF_PACKET (EtherType 0x88B5): no IP, no UDP.
+    Packet,
+    /// Multipath TCP (IPPROTO_MPTCP).
+    Mptcp,
+    /// UDP-Lite (IPPROTO_UDPLITE, RFC 3828).
+    Udplite,
 }
+
+/// Bytes of the netsweep header inside every `packet` frame (session tag, direction, payload
+/// length): the largest `packet` payload is the interface MTU minus this.
+pub const PACKET_HEADER: u64 = 8;
 
 impl Transport {
     /// Every transport this build knows, in listing order.
-    pub const ALL: [Transport; 4] = [
+    pub const ALL: [Transport; 8] = [
         Transport::Tcp,
         Transport::Udp,
         Transport::UnixStream,
         Transport::UnixDgram,
+        Transport::UnixSeqpacket,
+        Transport::Packet,
+        Transport::Mptcp,
+        Transport::Udplite,
     ];
 
     /// The name used on the command line, on the wire and in results.
@@ -30,52 +46,111 @@ impl Transport {
             Transport::Udp => "udp",
             Transport::UnixStream => "unix-stream",
             Transport::UnixDgram => "unix-dgram",
+            Transport::UnixSeqpacket => "unix-seqpacket",
+            Transport::Packet => "packet",
+            Transport::Mptcp => "mptcp",
+            Transport::Udplite => "udplite",
         }
     }
 
-    /// Parses a name; `unix` is short for `unix-stream`.
+    /// Parses a name; `unix` is short for `unix-stream`, `seqpacket` for `unix-seqpacket`.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "tcp" => Some(Transport::Tcp),
             "udp" => Some(Transport::Udp),
             "unix" | "unix-stream" => Some(Transport::UnixStream),
             "unix-dgram" => Some(Transport::UnixDgram),
+            "unix-seqpacket" | "seqpacket" => Some(Transport::UnixSeqpacket),
+            "packet" => Some(Transport::Packet),
+            "mptcp" => Some(Transport::Mptcp),
+            "udplite" | "udp-lite" => Some(Transport::Udplite),
             _ => None,
         }
     }
 
-    /// True when message boundaries are kept and loss is possible.
+    /// True when message boundaries are kept (and loss is possible: patterns count it).
+    /// `unix-seqpacket` keeps boundaries but never loses: it is a datagram transport whose
+    /// loss is always 0.
     pub fn is_datagram(self) -> bool {
-        matches!(self, Transport::Udp | Transport::UnixDgram)
+        matches!(
+            self,
+            Transport::Udp
+                | Transport::UnixDgram
+                | Transport::UnixSeqpacket
+                | Transport::Packet
+                | Transport::Udplite
+        )
     }
 
-    /// True for transports addressed by IP (host and port).
+    /// True for transports addressed by IP (host and port). `packet` is not (it is addressed
+    /// by MAC), although it finds its interface from the route to the peer's IP.
     pub fn is_ip(self) -> bool {
-        matches!(self, Transport::Tcp | Transport::Udp)
+        matches!(
+            self,
+            Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite
+        )
     }
 
     /// The largest message the default sweep goes up to.
     pub fn default_ceiling(self) -> u64 {
         match self {
             // 65535 − 20 (IPv4 header) − 8 (UDP header).
-            Transport::Udp => 65_507,
+            Transport::Udp | Transport::Udplite => 65_507,
             // net.core.wmem_default-bound on Linux; 64 KiB is safe for the default sweep.
-            Transport::UnixDgram => 65_536,
-            Transport::Tcp | Transport::UnixStream => 8 << 20,
+            Transport::UnixDgram | Transport::UnixSeqpacket => 65_536,
+            // A 1500-byte Ethernet MTU minus the netsweep frame header; the real limit is the
+            // interface MTU, checked when the data path opens.
+            Transport::Packet => 1500 - PACKET_HEADER,
+            Transport::Tcp | Transport::UnixStream | Transport::Mptcp => 8 << 20,
         }
     }
 
     /// The largest message a single datagram can carry, if the transport has such a limit.
+    /// For `packet` this is the bound of the frame header's length field; the interface MTU
+    /// (minus [`PACKET_HEADER`]) is the real limit, checked when the data path opens.
     pub fn max_message(self, ipv6: bool) -> Option<u64> {
         match self {
-            Transport::Udp if ipv6 => Some(65_527),
-            Transport::Udp => Some(65_507),
-            Transport::UnixDgram => Some(212_992),
+            Transport::Udp | Transport::Udplite if ipv6 => Some(65_527),
+            Transport::Udp | Transport::Udplite => Some(65_507),
+            Transport::UnixDgram | Transport::UnixSeqpacket => Some(212_992),
+            Transport::Packet => Some(65_535 - PACKET_HEADER),
             _ => None,
         }
     }
-}
 
+    /// The apis this transport supports, `basic` first.
+    pub fn apis(self) -> &'static [Api] {
+        match self {
+            Transport::Tcp => &[Api::Basic, Api::Zerocopy, Api::Sendfile, Api::Splice],
+            Transport::Mptcp => &[Api::Basic, Api::Sendfile],
+            Transport::Udp => &[Api::Basic, Api::Mmsg, Api::Zerocopy],
+            Transport::Udplite | Transport::UnixDgram | Transport::Packet => {
+                &[Api::Basic, Api::Mmsg]
+            }
+            Transport::UnixStream => &[Api::Basic, Api::Splice],
+            Transport::UnixSeqpacket => &[Api::Basic],
+        }
+    }
+
+    /// Checks that this transport supports `api` with `pattern`; the error says the fix.
+    pub fn check_api(self, api: Api, pattern: Pattern) -> Result<(), String> {
+        let apis = self.apis();
+        if !apis.contains(&api) {
+            return Err(format!(
+                "{self} does not support --api {}: it supports {}",
+                api.name(),
+                apis.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if api == Api::Splice && pattern != Pattern::Stream {
+            return Err(format!(
+                "--api splice applies to the receiver of a stream (socket → pipe → /dev/null): \
+                 use --pattern stream, or --api basic for {pattern}"
+            ));
+        }
+        Ok(())
+    }
+}
 impl fmt::Display for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -88,22 +163,50 @@ impl fmt::Display for Transport {
 pub enum Api {
     /// One send/recv system call per message (or per partial transfer).
     Basic,
+    /// sendmmsg/recvmmsg: `--batch` datagrams per system call (stream pattern).
+    Mmsg,
+    /// MSG_ZEROCOPY sends, completions reaped from the error queue and counted.
+    Zerocopy,
+    /// sendfile(2) from a memory file holding the message bytes (sender side).
+    Sendfile,
+    /// splice(2) socket → pipe → /dev/null on the stream receiver.
+    Splice,
 }
 
 impl Api {
-    pub const ALL: [Api; 1] = [Api::Basic];
+    pub const ALL: [Api; 5] = [
+        Api::Basic,
+        Api::Mmsg,
+        Api::Zerocopy,
+        Api::Sendfile,
+        Api::Splice,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Api::Basic => "basic",
+            Api::Mmsg => "mmsg",
+            Api::Zerocopy => "zerocopy",
+            Api::Sendfile => "sendfile",
+            Api::Splice => "splice",
         }
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "basic" => Some(Api::Basic),
+            "mmsg" => Some(Api::Mmsg),
+            "zerocopy" | "msg-zerocopy" => Some(Api::Zerocopy),
+            "sendfile" => Some(Api::Sendfile),
+            "splice" => Some(Api::Splice),
             _ => None,
         }
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -149,6 +252,8 @@ pub enum Family {
     Ipv4,
     Ipv6,
     Unix,
+    /// Link layer (raw Ethernet frames, no network-layer address family).
+    Link,
 }
 
 impl Family {
@@ -157,6 +262,7 @@ impl Family {
             Family::Ipv4 => "ipv4",
             Family::Ipv6 => "ipv6",
             Family::Unix => "unix",
+            Family::Link => "link",
         }
     }
 }
@@ -241,6 +347,7 @@ impl RunSpec {
                 "no message sizes to measure: give --sizes, e.g. --sizes 1,1k..64k:*2".into(),
             );
         }
+        self.transport.check_api(self.api, self.pattern)?;
         let ipv6 = self.family == Family::Ipv6;
         if let Some(max) = self.transport.max_message(ipv6) {
             if let Some(&big) = self.sizes.iter().find(|&&s| s > max) {
@@ -289,6 +396,25 @@ mod tests {
         }
         assert_eq!(Transport::parse("unix"), Some(Transport::UnixStream));
         assert_eq!(Transport::parse("sctp"), None);
+        for a in Api::ALL {
+            assert_eq!(Api::parse(a.name()), Some(a));
+        }
+    }
+
+    #[test]
+    fn api_support_is_checked_with_a_fix() {
+        assert_eq!(Transport::Udp.check_api(Api::Mmsg, Pattern::Stream), Ok(()));
+        let e = Transport::Tcp
+            .check_api(Api::Mmsg, Pattern::Stream)
+            .unwrap_err();
+        assert!(e.contains("basic, zerocopy, sendfile, splice"), "{e}");
+        assert!(Transport::Tcp
+            .check_api(Api::Splice, Pattern::Pingpong)
+            .unwrap_err()
+            .contains("--pattern stream"));
+        for t in Transport::ALL {
+            assert_eq!(t.apis()[0], Api::Basic);
+        }
     }
 
     #[test]

@@ -119,6 +119,9 @@ pub struct GrantedKnobs {
     pub no_check: Option<bool>,
     pub busy_poll: Option<u32>,
     pub pmtu: Option<String>,
+    /// Datagrams the client sent to bind its data path (the cookie, resent until the server
+    /// acknowledged it): on a lossy link the drops among them are not the run's losses.
+    pub handshake_datagrams: Option<u64>,
     /// Path MTU the kernel reports for the connected socket (IP_MTU), when known.
     pub path_mtu: Option<u32>,
     pub cpu: Option<u32>,

@@ -1,11 +1,17 @@
-//! TCP and UDP over IPv4 or IPv6 with the `basic` api: one send/recv call per transfer.
+//! IP transports over IPv4 or IPv6: the stream kind (`tcp`, `mptcp`) and the datagram kind
+//! (`udp`, `udplite`). They differ only in the protocol number passed to socket(2); what is
+//! particular to MPTCP and UDP-Lite lives in `mptcp.rs` and `udplite.rs`.
+//!
+//! Stream clients write the 8-byte session cookie first; datagram clients resend it until the
+//! server echoes it back.
 
+use crate::basic::{Conn, ConnListener};
 use crate::{cookie, knobs};
-use netsweep_core::endpoint::{DataListener, Endpoint};
-use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
+use netsweep_core::spec::Transport;
+use netsweep_proto::messages::{DataEndpoint, Knobs};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use std::io::{self, Read};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 fn domain(ip: IpAddr) -> Domain {
@@ -16,61 +22,57 @@ fn domain(ip: IpAddr) -> Domain {
     }
 }
 
-/// A connected TCP data endpoint.
+/// The IP protocol number of an IP transport.
+pub fn protocol(t: Transport) -> Protocol {
+    match t {
+        Transport::Mptcp => Protocol::from(libc::IPPROTO_MPTCP),
+        Transport::Udplite => Protocol::from(libc::IPPROTO_UDPLITE),
+        Transport::Udp => Protocol::UDP,
+        _ => Protocol::TCP,
+    }
+}
+
+/// Opens a socket of transport `t`, explaining a refusal.
+pub fn open(t: Transport, ip: IpAddr) -> io::Result<Socket> {
+    let ty = if t.is_datagram() {
+        Type::DGRAM
+    } else {
+        Type::STREAM
+    };
+    Socket::new(domain(ip), ty, Some(protocol(t))).map_err(|e| match t {
+        Transport::Mptcp => crate::mptcp::explain(e),
+        Transport::Udplite => crate::udplite::explain(e),
+        _ => e,
+    })
+}
+
+/// Knobs to re-apply on an accepted connection (buffers were set on the listener).
+fn conn_knobs(k: &Knobs) -> Knobs {
+    Knobs {
+        sndbuf: None,
+        rcvbuf: None,
+        ..k.clone()
+    }
+}
+
+/// The server's listener for `tcp` and `mptcp`.
 #[derive(Debug)]
-pub struct TcpEndpoint {
-    stream: TcpStream,
-    granted: GrantedKnobs,
-}
-
-impl TcpEndpoint {
-    fn new(sock: Socket, knobs: &Knobs) -> io::Result<Self> {
-        sock.set_tcp_nodelay(knobs.nodelay.unwrap_or(true))?;
-        let granted = knobs::granted(&sock, knobs, true);
-        Ok(Self {
-            stream: sock.into(),
-            granted,
-        })
-    }
-}
-
-impl Endpoint for TcpEndpoint {
-    #[inline]
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.write(buf)
-    }
-    #[inline]
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
-    }
-    fn is_datagram(&self) -> bool {
-        false
-    }
-    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.stream.set_read_timeout(timeout)
-    }
-    fn granted(&self) -> GrantedKnobs {
-        self.granted.clone()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
-    }
-}
-
-/// The server's TCP data listener.
-#[derive(Debug)]
-pub struct TcpDataListener {
+pub struct StreamListener {
     sock: Socket,
     knobs: Knobs,
     port: u16,
+    t: Transport,
+    v6: bool,
+    notes: Vec<String>,
 }
 
-impl TcpDataListener {
-    pub fn open(bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
-        let sock = Socket::new(domain(bind), Type::STREAM, Some(Protocol::TCP))?;
+impl StreamListener {
+    pub fn open(t: Transport, bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
+        let sock = open(t, bind)?;
         sock.set_reuse_address(true)?;
+        let v6 = bind.is_ipv6();
         // Buffer sizes must be set before listen() so the window scale is chosen for them.
-        knobs::apply_buffers(&sock, knobs)?;
+        let notes = knobs::apply(&sock, knobs, t, v6)?;
         sock.bind(&SockAddr::from(SocketAddr::new(bind, 0)))?;
         sock.listen(16)?;
         let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
@@ -78,11 +80,14 @@ impl TcpDataListener {
             sock,
             knobs: knobs.clone(),
             port,
+            t,
+            v6,
+            notes,
         })
     }
 }
 
-impl DataListener for TcpDataListener {
+impl ConnListener for StreamListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: self.port,
@@ -90,20 +95,20 @@ impl DataListener for TcpDataListener {
         }
     }
 
-    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
         let deadline = Instant::now() + timeout;
         loop {
             // SO_RCVTIMEO bounds accept() on Linux.
             self.sock.set_read_timeout(Some(cookie::left(
                 deadline,
-                "the client's TCP data connection",
+                "the client's data connection",
             )?))?;
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        "the client's TCP data connection did not arrive",
+                        format!("the client's {} data connection did not arrive", self.t),
                     ));
                 }
                 Err(e) => return Err(e),
@@ -113,88 +118,87 @@ impl DataListener for TcpDataListener {
             if cookie::read(&mut s).ok() == Some(want) {
                 drop(s);
                 conn.set_read_timeout(None)?;
-                return Ok(Box::new(TcpEndpoint::new(conn, &self.knobs)?));
+                knobs::apply(&conn, &conn_knobs(&self.knobs), self.t, self.v6)?;
+                let granted =
+                    knobs::granted(&conn, &self.knobs, self.t, self.v6, self.notes.clone());
+                return Ok(Conn {
+                    sock: conn,
+                    transport: self.t,
+                    v6: self.v6,
+                    granted,
+                    guard: None,
+                });
             }
         }
     }
 }
 
-/// Connects the client's TCP data path.
-pub fn tcp_connect(
+/// Connects the client's `tcp` or `mptcp` data path and presents the cookie.
+pub fn stream_connect(
+    t: Transport,
     server: SocketAddr,
     knobs: &Knobs,
     want: u64,
     timeout: Duration,
-) -> io::Result<Box<dyn Endpoint>> {
-    let sock = Socket::new(domain(server.ip()), Type::STREAM, Some(Protocol::TCP))?;
-    knobs::apply_buffers(&sock, knobs)?;
+) -> io::Result<Conn> {
+    let sock = open(t, server.ip())?;
+    let v6 = server.is_ipv6();
+    let notes = knobs::apply(&sock, knobs, t, v6)?;
     sock.connect_timeout(&SockAddr::from(server), timeout)?;
     sock.set_write_timeout(Some(timeout))?;
     let mut s: TcpStream = sock.try_clone()?.into();
     cookie::present(&mut s, want)?;
-    Ok(Box::new(TcpEndpoint::new(sock, knobs)?))
+    let granted = knobs::granted(&sock, knobs, t, v6, notes);
+    Ok(Conn {
+        sock,
+        transport: t,
+        v6,
+        granted,
+        guard: None,
+    })
 }
 
-/// A connected UDP data endpoint.
-#[derive(Debug)]
-pub struct UdpEndpoint {
-    sock: UdpSocket,
-    granted: GrantedKnobs,
-}
-
-impl Endpoint for UdpEndpoint {
-    #[inline]
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.sock.send(buf)
-    }
-    #[inline]
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.sock.recv(buf)
-    }
-    fn is_datagram(&self) -> bool {
-        true
-    }
-    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.set_read_timeout(timeout)
-    }
-    fn granted(&self) -> GrantedKnobs {
-        self.granted.clone()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
-    }
-}
-
-fn udp_socket(bind: SocketAddr, knobs: &Knobs) -> io::Result<(UdpSocket, GrantedKnobs)> {
-    let sock = Socket::new(domain(bind.ip()), Type::DGRAM, Some(Protocol::UDP))?;
-    knobs::apply_buffers(&sock, knobs)?;
+fn dgram_socket(
+    t: Transport,
+    bind: SocketAddr,
+    knobs: &Knobs,
+) -> io::Result<(Socket, Vec<String>)> {
+    let sock = open(t, bind.ip())?;
+    let notes = knobs::apply(&sock, knobs, t, bind.is_ipv6())?;
     sock.bind(&SockAddr::from(bind))?;
-    let mut granted = knobs::granted(&sock, knobs, false);
-    if knobs.nodelay.is_some() {
-        granted.notes.push("nodelay does not apply to udp".into());
-    }
-    Ok((sock.into(), granted))
+    Ok((sock, notes))
 }
 
-/// The server's UDP data socket, waiting for the client's cookie datagram.
+fn is_wait(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+/// The server's `udp`/`udplite` data socket, waiting for the client's cookie datagram.
 #[derive(Debug)]
-pub struct UdpDataListener {
-    sock: Option<(UdpSocket, GrantedKnobs)>,
+pub struct DgramListener {
+    sock: Option<(Socket, Vec<String>)>,
+    knobs: Knobs,
     port: u16,
+    t: Transport,
 }
 
-impl UdpDataListener {
-    pub fn open(bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
-        let (sock, granted) = udp_socket(SocketAddr::new(bind, 0), knobs)?;
-        let port = sock.local_addr()?.port();
+impl DgramListener {
+    pub fn open(t: Transport, bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
+        let (sock, notes) = dgram_socket(t, SocketAddr::new(bind, 0), knobs)?;
+        let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
         Ok(Self {
-            sock: Some((sock, granted)),
+            sock: Some((sock, notes)),
+            knobs: knobs.clone(),
             port,
+            t,
         })
     }
 }
 
-impl DataListener for UdpDataListener {
+impl ConnListener for DgramListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: self.port,
@@ -202,70 +206,90 @@ impl DataListener for UdpDataListener {
         }
     }
 
-    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
-        let (sock, granted) = self
+    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
+        let (sock, notes) = self
             .sock
             .take()
-            .ok_or_else(|| io::Error::other("the UDP data socket was already handed out"))?;
+            .ok_or_else(|| io::Error::other("the datagram data socket was already handed out"))?;
         let deadline = Instant::now() + timeout;
-        let mut b = [0u8; 64];
+        let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 64];
         loop {
             sock.set_read_timeout(Some(cookie::left(
                 deadline,
-                "the client's UDP cookie datagram",
+                "the client's cookie datagram",
             )?))?;
             match sock.recv_from(&mut b) {
-                Ok((n, from)) if n == cookie::LEN && b[..n] == want.to_be_bytes() => {
-                    sock.connect(from)?;
+                Ok((n, from)) if n == cookie::LEN => {
+                    // SAFETY: recv_from initialised the first `n` bytes.
+                    let got: [u8; 8] = std::array::from_fn(|i| unsafe { b[i].assume_init() });
+                    if got != want.to_be_bytes() {
+                        continue;
+                    }
+                    sock.connect(&from)?;
                     sock.send(&want.to_be_bytes())?;
                     sock.set_read_timeout(None)?;
-                    return Ok(Box::new(UdpEndpoint { sock, granted }));
+                    let v6 = from.is_ipv6();
+                    let granted = knobs::granted(&sock, &self.knobs, self.t, v6, notes);
+                    return Ok(Conn {
+                        sock,
+                        transport: self.t,
+                        v6,
+                        granted,
+                        guard: None,
+                    });
                 }
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if is_wait(&e) => {}
                 Err(e) => return Err(e),
             }
         }
     }
 }
 
-/// Connects the client's UDP data path: sends the cookie until the server acknowledges it.
-pub fn udp_connect(
+/// Connects the client's `udp`/`udplite` data path: sends the cookie until the server
+/// acknowledges it.
+pub fn dgram_connect(
+    t: Transport,
     server: SocketAddr,
     knobs: &Knobs,
     want: u64,
     timeout: Duration,
-) -> io::Result<Box<dyn Endpoint>> {
+) -> io::Result<Conn> {
     let any: IpAddr = if server.is_ipv4() {
         IpAddr::from([0u8; 4])
     } else {
         IpAddr::from([0u16; 8])
     };
-    let (sock, granted) = udp_socket(SocketAddr::new(any, 0), knobs)?;
-    sock.connect(server)?;
+    let (sock, notes) = dgram_socket(t, SocketAddr::new(any, 0), knobs)?;
+    sock.connect(&SockAddr::from(server))?;
     let deadline = Instant::now() + timeout;
     let mut b = [0u8; 64];
+    let mut r: &Socket = &sock;
+    let mut handshake = 0u64;
     loop {
         sock.send(&want.to_be_bytes())?;
-        let wait = cookie::left(deadline, "the server's UDP acknowledgement")?
+        handshake += 1;
+        let wait = cookie::left(deadline, "the server's datagram acknowledgement")?
             .min(Duration::from_millis(200));
         sock.set_read_timeout(Some(wait))?;
-        match sock.recv(&mut b) {
+        match r.read(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if is_wait(&e) => {}
             // ICMP port unreachable from an earlier attempt: the server may not be bound yet.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::thread::sleep(wait),
             Err(e) => return Err(e),
         }
     }
-    Ok(Box::new(UdpEndpoint { sock, granted }))
+    let v6 = server.is_ipv6();
+    let mut granted = knobs::granted(&sock, knobs, t, v6, notes);
+    // Recorded so drops of resent cookies on a lossy link are not taken for run losses.
+    granted.handshake_datagrams = Some(handshake);
+    Ok(Conn {
+        sock,
+        transport: t,
+        v6,
+        granted,
+        guard: None,
+    })
 }

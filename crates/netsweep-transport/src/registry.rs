@@ -1,9 +1,15 @@
-//! The transport registry: makes endpoints for a session by transport name and says whether
-//! each transport works on this host (and if not, why).
+//! The transport registry: makes endpoints for a session by transport and api name, says which
+//! apis each transport supports, and whether each transport and api works on this host (and if
+//! not, why: missing privilege, kernel feature, sysctl).
 
-use crate::{ip, unix};
+use crate::basic::{BasicEndpoint, Conn, ConnListener};
+use crate::mmsg::MmsgEndpoint;
+use crate::sendfile::SendfileEndpoint;
+use crate::splice::SpliceEndpoint;
+use crate::zerocopy::ZerocopyEndpoint;
+use crate::{ip, packet, unix};
 use netsweep_core::endpoint::{DataListener, Endpoint, TransportFactory};
-use netsweep_core::spec::Transport;
+use netsweep_core::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -14,27 +20,111 @@ use std::time::Duration;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Registry;
 
-fn parse(setup: &SessionSetup) -> io::Result<Transport> {
-    Transport::parse(&setup.transport).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "unknown transport {:?}: `netsweep list` shows the ones this build has",
-                setup.transport
-            ),
-        )
+/// The apis `t` supports, `basic` first.
+pub fn supported_apis(t: Transport) -> &'static [Api] {
+    t.apis()
+}
+
+/// Checks a transport × api × pattern combination; the error lists what `t` supports.
+pub fn check(t: Transport, api: Api, pattern: Pattern) -> Result<(), String> {
+    t.check_api(api, pattern)
+}
+
+fn unsupported(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, msg)
+}
+
+/// Parses and checks the session's transport, api and pattern.
+fn parse(setup: &SessionSetup) -> io::Result<(Transport, Api)> {
+    let t = Transport::parse(&setup.transport).ok_or_else(|| {
+        unsupported(format!(
+            "unknown transport {:?}: `netsweep list` shows the ones this build has",
+            setup.transport
+        ))
+    })?;
+    let api = if setup.api.is_empty() {
+        Api::Basic
+    } else {
+        Api::parse(&setup.api).ok_or_else(|| {
+            unsupported(format!(
+                "unknown api {:?}: `netsweep list` shows the ones this build has",
+                setup.api
+            ))
+        })?
+    };
+    let pattern = Pattern::parse(&setup.pattern).unwrap_or(Pattern::Stream);
+    check(t, api, pattern).map_err(unsupported)?;
+    Ok((t, api))
+}
+
+/// Which end an endpoint serves: some apis act on one side only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// Wraps a connected socket in the endpoint of `api`.
+pub fn wrap(conn: Conn, api: Api, side: Side) -> io::Result<Box<dyn Endpoint>> {
+    Ok(match (api, side) {
+        (Api::Basic, _) => Box::new(BasicEndpoint::new(conn)),
+        (Api::Mmsg, _) => Box::new(MmsgEndpoint::new(conn)),
+        (Api::Zerocopy, _) => Box::new(ZerocopyEndpoint::new(conn)?),
+        (Api::Sendfile, Side::Client) => Box::new(SendfileEndpoint::new(conn)),
+        (Api::Splice, Side::Server) => Box::new(SpliceEndpoint::new(conn)),
+        (Api::Sendfile, Side::Server) => {
+            let mut conn = conn;
+            conn.granted
+                .notes
+                .push("sendfile acts on the client's sends; this side uses send(2)".into());
+            Box::new(BasicEndpoint::new(conn))
+        }
+        (Api::Splice, Side::Client) => {
+            let mut conn = conn;
+            conn.granted.notes.push(
+                "splice acts on the server's (receiver's) side; this side uses send(2)".into(),
+            );
+            Box::new(BasicEndpoint::new(conn))
+        }
     })
+}
+
+/// A socket listener whose accepted connection is wrapped in the session's api.
+#[derive(Debug)]
+struct ApiListener {
+    inner: Box<dyn ConnListener>,
+    api: Api,
+}
+
+impl DataListener for ApiListener {
+    fn endpoint(&self) -> DataEndpoint {
+        self.inner.endpoint()
+    }
+    fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+        wrap(self.inner.accept(cookie, timeout)?, self.api, Side::Server)
+    }
 }
 
 impl TransportFactory for Registry {
     fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>> {
+        let (t, api) = parse(setup)?;
         let k = &setup.server_knobs;
-        Ok(match parse(setup)? {
-            Transport::Tcp => Box::new(ip::TcpDataListener::open(bind, k)?),
-            Transport::Udp => Box::new(ip::UdpDataListener::open(bind, k)?),
-            Transport::UnixStream => Box::new(unix::UnixStreamListener::open(k)?),
+        let inner: Box<dyn ConnListener> = match t {
+            Transport::Tcp | Transport::Mptcp => Box::new(ip::StreamListener::open(t, bind, k)?),
+            Transport::Udp | Transport::Udplite => Box::new(ip::DgramListener::open(t, bind, k)?),
+            Transport::UnixStream | Transport::UnixSeqpacket => {
+                Box::new(unix::UnixStreamListener::open(t, k)?)
+            }
             Transport::UnixDgram => Box::new(unix::UnixDgramListener::open(k)?),
-        })
+            Transport::Packet => {
+                return Ok(Box::new(packet::PacketListener::open(
+                    setup,
+                    bind,
+                    api == Api::Mmsg,
+                )?))
+            }
+        };
+        Ok(Box::new(ApiListener { inner, api }))
     }
 
     fn connect(
@@ -46,7 +136,7 @@ impl TransportFactory for Registry {
         cookie: u64,
         timeout: Duration,
     ) -> io::Result<Box<dyn Endpoint>> {
-        let t = parse(setup)?;
+        let (t, api) = parse(setup)?;
         let path = || {
             data.path.as_deref().map(Path::new).ok_or_else(|| {
                 io::Error::new(
@@ -55,40 +145,132 @@ impl TransportFactory for Registry {
                 )
             })
         };
-        match t {
-            Transport::Tcp => {
-                ip::tcp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout)
+        let addr = SocketAddr::new(server, data.port);
+        let conn = match t {
+            Transport::Tcp | Transport::Mptcp => {
+                ip::stream_connect(t, addr, knobs, cookie, timeout)?
             }
-            Transport::Udp => {
-                ip::udp_connect(SocketAddr::new(server, data.port), knobs, cookie, timeout)
+            Transport::Udp | Transport::Udplite => {
+                ip::dgram_connect(t, addr, knobs, cookie, timeout)?
             }
-            Transport::UnixStream => unix::stream_connect(path()?, knobs, cookie, timeout),
-            Transport::UnixDgram => unix::dgram_connect(path()?, knobs, cookie, timeout),
-        }
+            Transport::UnixStream | Transport::UnixSeqpacket => {
+                unix::stream_connect(t, path()?, knobs, cookie, timeout)?
+            }
+            Transport::UnixDgram => unix::dgram_connect(path()?, knobs, cookie, timeout)?,
+            Transport::Packet => {
+                return packet::connect(
+                    setup,
+                    knobs,
+                    server,
+                    data,
+                    cookie,
+                    timeout,
+                    api == Api::Mmsg,
+                )
+            }
+        };
+        wrap(conn, api, Side::Client)
     }
 }
 
-/// Whether a transport works here.
+/// Whether a transport (or a transport × api) works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
     pub transport: Transport,
+    /// The api probed; `basic` for [`probe`].
+    pub api: Api,
     pub available: bool,
     /// Why not, when unavailable.
     pub reason: Option<String>,
 }
 
-/// Tries to open a socket of the transport's kind.
-pub fn probe(t: Transport) -> Probe {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let r = match t {
-        Transport::Tcp => Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).map(drop),
-        Transport::Udp => Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP)).map(drop),
-        Transport::UnixStream => Socket::new(Domain::UNIX, Type::STREAM, None).map(drop),
-        Transport::UnixDgram => Socket::new(Domain::UNIX, Type::DGRAM, None).map(drop),
-    };
+fn result(t: Transport, api: Api, r: Result<(), String>) -> Probe {
     Probe {
         transport: t,
+        api,
         available: r.is_ok(),
-        reason: r.err().map(|e| format!("cannot open a socket: {e}")),
+        reason: r.err(),
+    }
+}
+
+fn try_socket(t: Transport) -> Result<socket2::Socket, String> {
+    use socket2::{Domain, Socket, Type};
+    let r = match t {
+        Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite => {
+            ip::open(t, IpAddr::from([127, 0, 0, 1]))
+        }
+        Transport::UnixStream => Socket::new(Domain::UNIX, Type::STREAM, None),
+        Transport::UnixDgram => Socket::new(Domain::UNIX, Type::DGRAM, None),
+        Transport::UnixSeqpacket => Socket::new(Domain::UNIX, Type::SEQPACKET, None),
+        Transport::Packet => {
+            packet::probe()?;
+            // Opened only to check; never bound, so it receives nothing.
+            Socket::new(Domain::PACKET, Type::RAW, None)
+        }
+    };
+    r.map_err(|e| match t {
+        Transport::Mptcp | Transport::Udplite => e.to_string(),
+        _ => format!("cannot open a {t} socket: {e}"),
+    })
+}
+
+/// Tries to open a socket of the transport's kind (AF_PACKET checks CAP_NET_RAW; MPTCP
+/// reports net.mptcp.enabled).
+pub fn probe(t: Transport) -> Probe {
+    result(t, Api::Basic, try_socket(t).map(drop))
+}
+
+/// Tries the api on the transport: opens the socket and sets what the api needs
+/// (SO_ZEROCOPY, a memfd, a pipe and /dev/null).
+pub fn probe_api(t: Transport, api: Api) -> Probe {
+    let r = (|| {
+        if !t.apis().contains(&api) {
+            return Err(format!(
+                "{t} does not support {}: it supports {}",
+                api.name(),
+                t.apis()
+                    .iter()
+                    .map(|a| a.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let sock = try_socket(t)?;
+        match api {
+            Api::Basic | Api::Mmsg => Ok(()),
+            Api::Zerocopy => {
+                use std::os::fd::AsRawFd;
+                crate::zerocopy::enable(sock.as_raw_fd()).map_err(|e| e.to_string())
+            }
+            Api::Sendfile => crate::sendfile::pattern_file(1)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Api::Splice => {
+                let mut s = SpliceEndpointProbe;
+                s.run().map_err(|e| e.to_string())
+            }
+        }
+    })();
+    result(t, api, r)
+}
+
+/// Checks that a pipe and /dev/null are available for splice.
+struct SpliceEndpointProbe;
+
+impl SpliceEndpointProbe {
+    fn run(&mut self) -> io::Result<()> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors we close below.
+        crate::sys::cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+        // SAFETY: closing the pipe opened above.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .map(drop)
+            .map_err(|e| io::Error::new(e.kind(), format!("/dev/null: {e}")))
     }
 }

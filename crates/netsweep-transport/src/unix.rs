@@ -1,11 +1,15 @@
-//! Unix-domain sockets (stream and datagram) in a private directory that is removed when
-//! the endpoints are dropped. Both ends must run on one host.
+//! Unix-domain sockets (`unix-stream`, `unix-dgram`, `unix-seqpacket`) in a private directory
+//! that is removed when the endpoints are dropped. Both ends must run on one host.
+//!
+//! `unix-seqpacket` is connection-oriented like a stream (accept, cookie first) but keeps
+//! message boundaries and never loses: it is driven as a datagram transport whose loss is 0.
 
+use crate::basic::{Conn, ConnListener};
 use crate::{cookie, knobs};
-use netsweep_core::endpoint::{DataListener, Endpoint};
-use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
+use netsweep_core::spec::Transport;
+use netsweep_proto::messages::{DataEndpoint, Knobs};
 use socket2::{Domain, SockAddr, Socket, Type};
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,64 +54,62 @@ fn sock_err(e: io::Error, path: &Path) -> io::Error {
     }
 }
 
-/// A connected unix stream endpoint.
-#[derive(Debug)]
-pub struct UnixStreamEndpoint {
-    stream: UnixStream,
-    granted: GrantedKnobs,
-    _dir: Option<Arc<SocketDir>>,
-}
-
-impl Endpoint for UnixStreamEndpoint {
-    #[inline]
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.write(buf)
-    }
-    #[inline]
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
-    }
-    fn is_datagram(&self) -> bool {
-        false
-    }
-    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.stream.set_read_timeout(timeout)
-    }
-    fn granted(&self) -> GrantedKnobs {
-        self.granted.clone()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
+fn conn(
+    sock: Socket,
+    t: Transport,
+    knobs: &Knobs,
+    notes: Vec<String>,
+    dir: Arc<SocketDir>,
+) -> Conn {
+    let granted = knobs::granted(&sock, knobs, t, false, notes);
+    Conn {
+        sock,
+        transport: t,
+        v6: false,
+        granted,
+        guard: Some(dir),
     }
 }
 
-/// The server's unix stream listener.
+fn sock_type(t: Transport) -> Type {
+    match t {
+        Transport::UnixSeqpacket => Type::SEQPACKET,
+        Transport::UnixDgram => Type::DGRAM,
+        _ => Type::STREAM,
+    }
+}
+
+/// The server's listener for `unix-stream` and `unix-seqpacket`.
 #[derive(Debug)]
 pub struct UnixStreamListener {
     sock: Socket,
     path: PathBuf,
     knobs: Knobs,
+    notes: Vec<String>,
     dir: Arc<SocketDir>,
+    t: Transport,
 }
 
 impl UnixStreamListener {
-    pub fn open(knobs: &Knobs) -> io::Result<Self> {
+    pub fn open(t: Transport, knobs: &Knobs) -> io::Result<Self> {
         let dir = Arc::new(SocketDir::new()?);
         let path = dir.path().join("data.sock");
-        let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-        knobs::apply_buffers(&sock, knobs)?;
+        let sock = Socket::new(Domain::UNIX, sock_type(t), None)?;
+        let notes = knobs::apply(&sock, knobs, t, false)?;
         sock.bind(&SockAddr::unix(&path)?)?;
         sock.listen(4)?;
         Ok(Self {
             sock,
             path,
             knobs: knobs.clone(),
+            notes,
             dir,
+            t,
         })
     }
 }
 
-impl DataListener for UnixStreamListener {
+impl ConnListener for UnixStreamListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: 0,
@@ -116,14 +118,14 @@ impl DataListener for UnixStreamListener {
         }
     }
 
-    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
         let deadline = Instant::now() + timeout;
         loop {
             self.sock.set_read_timeout(Some(cookie::left(
                 deadline,
                 "the client's unix data connection",
             )?))?;
-            let (conn, _) = match self.sock.accept() {
+            let (c, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Err(io::Error::new(
@@ -133,86 +135,59 @@ impl DataListener for UnixStreamListener {
                 }
                 Err(e) => return Err(e),
             };
-            conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-            let mut s: UnixStream = conn.try_clone()?.into();
+            c.set_read_timeout(Some(Duration::from_secs(2)))?;
+            let mut s: UnixStream = c.try_clone()?.into();
             if cookie::read(&mut s).ok() == Some(want) {
-                conn.set_read_timeout(None)?;
-                let granted = knobs::granted(&conn, &self.knobs, false);
-                return Ok(Box::new(UnixStreamEndpoint {
-                    stream: conn.into(),
-                    granted,
-                    _dir: Some(self.dir.clone()),
-                }));
+                c.set_read_timeout(None)?;
+                return Ok(conn(
+                    c,
+                    self.t,
+                    &self.knobs,
+                    self.notes.clone(),
+                    self.dir.clone(),
+                ));
             }
         }
     }
 }
 
-/// Connects the client's unix stream data path.
+/// Connects the client's `unix-stream` or `unix-seqpacket` data path.
 pub fn stream_connect(
+    t: Transport,
     path: &Path,
     knobs: &Knobs,
     want: u64,
     timeout: Duration,
-) -> io::Result<Box<dyn Endpoint>> {
-    let sock = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-    knobs::apply_buffers(&sock, knobs)?;
+) -> io::Result<Conn> {
+    let sock = Socket::new(Domain::UNIX, sock_type(t), None)?;
+    let notes = knobs::apply(&sock, knobs, t, false)?;
     sock.connect_timeout(&SockAddr::unix(path)?, timeout)
         .map_err(|e| sock_err(e, path))?;
     sock.set_write_timeout(Some(timeout))?;
-    let granted = knobs::granted(&sock, knobs, false);
-    let mut stream: UnixStream = sock.into();
-    cookie::present(&mut stream, want)?;
-    Ok(Box::new(UnixStreamEndpoint {
-        stream,
+    let mut s: UnixStream = sock.try_clone()?.into();
+    cookie::present(&mut s, want)?;
+    let granted = knobs::granted(&sock, knobs, t, false, notes);
+    Ok(Conn {
+        sock,
+        transport: t,
+        v6: false,
         granted,
-        _dir: None,
-    }))
+        guard: None,
+    })
 }
 
-/// A connected unix datagram endpoint.
-#[derive(Debug)]
-pub struct UnixDgramEndpoint {
-    sock: UnixDatagram,
-    granted: GrantedKnobs,
-    _dir: Arc<SocketDir>,
-}
-
-impl Endpoint for UnixDgramEndpoint {
-    #[inline]
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.sock.send(buf)
-    }
-    #[inline]
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.sock.recv(buf)
-    }
-    fn is_datagram(&self) -> bool {
-        true
-    }
-    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.set_read_timeout(timeout)
-    }
-    fn granted(&self) -> GrantedKnobs {
-        self.granted.clone()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
-    }
-}
-
-fn dgram_socket(path: &Path, knobs: &Knobs) -> io::Result<(UnixDatagram, GrantedKnobs)> {
+fn dgram_socket(path: &Path, knobs: &Knobs) -> io::Result<(Socket, Vec<String>)> {
     let sock = Socket::new(Domain::UNIX, Type::DGRAM, None)?;
-    knobs::apply_buffers(&sock, knobs)?;
+    let notes = knobs::apply(&sock, knobs, Transport::UnixDgram, false)?;
     sock.bind(&SockAddr::unix(path)?)?;
-    let granted = knobs::granted(&sock, knobs, false);
-    Ok((sock.into(), granted))
+    Ok((sock, notes))
 }
 
 /// The server's unix datagram socket, waiting for the client's cookie.
 #[derive(Debug)]
 pub struct UnixDgramListener {
-    sock: Option<(UnixDatagram, GrantedKnobs)>,
+    sock: Option<(Socket, Vec<String>)>,
+    knobs: Knobs,
     path: PathBuf,
     dir: Arc<SocketDir>,
 }
@@ -224,13 +199,14 @@ impl UnixDgramListener {
         let sock = dgram_socket(&path, knobs)?;
         Ok(Self {
             sock: Some(sock),
+            knobs: knobs.clone(),
             path,
             dir,
         })
     }
 }
 
-impl DataListener for UnixDgramListener {
+impl ConnListener for UnixDgramListener {
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: 0,
@@ -239,31 +215,34 @@ impl DataListener for UnixDgramListener {
         }
     }
 
-    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
-        let (sock, granted) = self
+    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
+        let (sock, notes) = self
             .sock
             .take()
             .ok_or_else(|| io::Error::other("the unix data socket was already handed out"))?;
         let deadline = Instant::now() + timeout;
+        let d: UnixDatagram = sock.try_clone()?.into();
         let mut b = [0u8; 64];
         loop {
-            sock.set_read_timeout(Some(cookie::left(
+            d.set_read_timeout(Some(cookie::left(
                 deadline,
                 "the client's unix cookie datagram",
             )?))?;
-            match sock.recv_from(&mut b) {
+            match d.recv_from(&mut b) {
                 Ok((n, from)) if n == cookie::LEN && b[..n] == want.to_be_bytes() => {
                     let Some(p) = from.as_pathname() else {
                         continue;
                     };
-                    sock.connect(p)?;
-                    sock.send(&want.to_be_bytes())?;
-                    sock.set_read_timeout(None)?;
-                    return Ok(Box::new(UnixDgramEndpoint {
+                    d.connect(p)?;
+                    d.send(&want.to_be_bytes())?;
+                    d.set_read_timeout(None)?;
+                    return Ok(conn(
                         sock,
-                        granted,
-                        _dir: self.dir.clone(),
-                    }));
+                        Transport::UnixDgram,
+                        &self.knobs,
+                        notes,
+                        self.dir.clone(),
+                    ));
                 }
                 Ok(_) => {}
                 Err(e)
@@ -279,23 +258,19 @@ impl DataListener for UnixDgramListener {
 
 /// Connects the client's unix datagram path: binds its own socket file, sends the cookie
 /// until the server acknowledges it.
-pub fn dgram_connect(
-    path: &Path,
-    knobs: &Knobs,
-    want: u64,
-    timeout: Duration,
-) -> io::Result<Box<dyn Endpoint>> {
+pub fn dgram_connect(path: &Path, knobs: &Knobs, want: u64, timeout: Duration) -> io::Result<Conn> {
     let dir = Arc::new(SocketDir::new()?);
-    let (sock, granted) = dgram_socket(&dir.path().join("client.sock"), knobs)?;
-    sock.connect(path).map_err(|e| sock_err(e, path))?;
+    let (sock, notes) = dgram_socket(&dir.path().join("client.sock"), knobs)?;
+    let d: UnixDatagram = sock.try_clone()?.into();
+    d.connect(path).map_err(|e| sock_err(e, path))?;
     let deadline = Instant::now() + timeout;
     let mut b = [0u8; 64];
     loop {
-        sock.send(&want.to_be_bytes())?;
-        sock.set_read_timeout(Some(
+        d.send(&want.to_be_bytes())?;
+        d.set_read_timeout(Some(
             cookie::left(deadline, "the server's acknowledgement")?.min(Duration::from_millis(200)),
         ))?;
-        match sock.recv(&mut b) {
+        match d.recv(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
             Err(e)
@@ -306,9 +281,5 @@ pub fn dgram_connect(
             Err(e) => return Err(e),
         }
     }
-    Ok(Box::new(UnixDgramEndpoint {
-        sock,
-        granted,
-        _dir: dir,
-    }))
+    Ok(conn(sock, Transport::UnixDgram, knobs, notes, dir))
 }

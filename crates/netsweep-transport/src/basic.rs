@@ -1,0 +1,142 @@
+//! The `basic` api: one send(2)/recv(2) per call on any connected socket, plus [`Conn`], the
+//! connected socket every transport hands to its api, and [`ConnListener`], the server side
+//! that produces one.
+
+use crate::unix::SocketDir;
+use crate::{knobs, sys, tcpinfo};
+use netsweep_core::endpoint::{Endpoint, EndpointStats};
+use netsweep_core::spec::Transport;
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs};
+use socket2::Socket;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A connected data socket, bound to its session, before an api wraps it.
+#[derive(Debug)]
+pub struct Conn {
+    pub sock: Socket,
+    pub transport: Transport,
+    pub v6: bool,
+    pub granted: GrantedKnobs,
+    /// Keeps a unix transport's socket directory alive as long as the endpoint.
+    pub guard: Option<Arc<SocketDir>>,
+}
+
+/// The server side of a socket transport: waits for the client presenting the session cookie.
+pub trait ConnListener: Send + std::fmt::Debug {
+    /// Where the client should connect.
+    fn endpoint(&self) -> DataEndpoint;
+    /// Waits up to `timeout` for the client presenting `cookie`.
+    fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Conn>;
+}
+
+/// An endpoint doing one send/recv system call per call.
+#[derive(Debug)]
+pub struct BasicEndpoint {
+    pub(crate) conn: Conn,
+    pub(crate) fd: RawFd,
+    datagram: bool,
+}
+
+impl BasicEndpoint {
+    pub fn new(conn: Conn) -> Self {
+        let fd = conn.sock.as_raw_fd();
+        let datagram = conn.transport.is_datagram();
+        Self { conn, fd, datagram }
+    }
+
+    /// One send(2) with `flags` (MSG_NOSIGNAL added); EMSGSIZE becomes an error naming the
+    /// size and the path MTU.
+    #[inline]
+    pub fn send_flags(&self, buf: &[u8], flags: libc::c_int) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
+        let rc = unsafe {
+            libc::send(
+                self.fd,
+                buf.as_ptr().cast(),
+                buf.len(),
+                flags | libc::MSG_NOSIGNAL,
+            )
+        };
+        if rc < 0 {
+            return Err(self.send_error(io::Error::last_os_error(), buf.len()));
+        }
+        Ok(rc as usize)
+    }
+
+    /// Explains EMSGSIZE (and passes every other error through).
+    #[cold]
+    pub fn send_error(&self, e: io::Error, len: usize) -> io::Error {
+        message_size_error(e, len, &self.conn)
+    }
+
+    /// TCP_INFO counters for tcp and mptcp.
+    pub fn tcp_stats(&self) -> EndpointStats {
+        let mut s = EndpointStats::default();
+        if matches!(self.conn.transport, Transport::Tcp | Transport::Mptcp) {
+            (s.tcp_retransmits, s.tcp_dsacks) = tcpinfo::read(self.fd);
+        }
+        s
+    }
+}
+
+/// Turns EMSGSIZE into an error that names the message size, the limit and the fix.
+#[cold]
+pub fn message_size_error(e: io::Error, len: usize, conn: &Conn) -> io::Error {
+    if e.raw_os_error() != Some(libc::EMSGSIZE) {
+        return e;
+    }
+    let t = conn.transport;
+    let msg = if t.is_ip() {
+        let mode = conn.granted.pmtu.as_deref().unwrap_or("want");
+        let mtu = knobs::path_mtu(conn.sock.as_raw_fd(), conn.v6);
+        let hdr = if conn.v6 { 48 } else { 28 };
+        match (mode, mtu) {
+            ("do" | "probe", Some(mtu)) => format!(
+                "{len}-byte datagram (+{hdr} bytes of IP/UDP headers) exceeds the path MTU {mtu} \
+                 with --pmtu {mode}: use --pmtu dont or want to let IP fragment it, or sizes up \
+                 to {}",
+                (mtu as usize).saturating_sub(hdr)
+            ),
+            _ => format!(
+                "{len}-byte datagram is larger than one {t} datagram can carry ({} bytes): lower --sizes",
+                t.max_message(conn.v6).unwrap_or(0)
+            ),
+        }
+    } else {
+        format!(
+            "{len}-byte message does not fit the {t} socket's send buffer ({} bytes): raise --sndbuf or lower --sizes",
+            conn.granted.sndbuf.unwrap_or(0)
+        )
+    };
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+impl Endpoint for BasicEndpoint {
+    #[inline]
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send_flags(buf, 0)
+    }
+    #[inline]
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
+        sys::cvt_size(unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) })
+    }
+    fn is_datagram(&self) -> bool {
+        self.datagram
+    }
+    fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        self.conn.sock.set_read_timeout(timeout)
+    }
+    fn granted(&self) -> GrantedKnobs {
+        self.conn.granted.clone()
+    }
+    fn stats(&mut self) -> EndpointStats {
+        self.tcp_stats()
+    }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
+}

@@ -1,0 +1,308 @@
+//! Test harness: endpoint pairs made through the real `TransportFactory`, the real pattern
+//! loops driving them in two threads, and network namespaces (`nsw-…`, 198.18.0.0/15 only)
+//! removed by Drop guards.
+#![allow(dead_code)]
+
+use netsweep_core::endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportFactory};
+use netsweep_core::pattern::dgram::DgramAccount;
+use netsweep_core::pattern::pingpong::{self, ClientTrial};
+use netsweep_core::pattern::{stream, TrialSignals, SLICE};
+use netsweep_core::spec::{Api, Pattern, Transport};
+use netsweep_core::stats::LatencyHistogram;
+use netsweep_proto::messages::{Knobs, SessionSetup, SideCounters};
+use netsweep_transport::Registry;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+pub fn setup(
+    t: Transport,
+    api: Api,
+    pattern: Pattern,
+    max_size: u64,
+    server: &Knobs,
+) -> SessionSetup {
+    SessionSetup {
+        transport: t.name().into(),
+        api: api.name().into(),
+        pattern: pattern.name().into(),
+        family: if t.is_ip() { "ipv4" } else { "unix" }.into(),
+        max_size,
+        server_knobs: server.clone(),
+        timeout_ns: TIMEOUT.as_nanos() as u64,
+    }
+}
+
+pub fn cookie() -> u64 {
+    netsweep_core::server::random_u64()
+}
+
+/// Opens a listener (optionally inside namespace `sns`), connects a client (inside `cns`).
+pub fn pair_in(
+    s: &SessionSetup,
+    client: &Knobs,
+    ip: IpAddr,
+    sns: Option<&str>,
+    cns: Option<&str>,
+) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+    let s1 = s.clone();
+    let mut l: Box<dyn DataListener> = in_ns(sns, move || Registry.listen(&s1, ip))?;
+    let data = l.endpoint();
+    let c = cookie();
+    let h = thread::spawn(move || l.accept(c, TIMEOUT));
+    let (s2, k) = (s.clone(), client.clone());
+    let ce = in_ns(cns, move || {
+        Registry.connect(&s2, &k, ip, &data, c, TIMEOUT)
+    });
+    let se = h
+        .join()
+        .map_err(|_| io::Error::other("accept thread panicked"))?;
+    Ok((ce?, se?))
+}
+
+pub fn pair(
+    s: &SessionSetup,
+    client: &Knobs,
+) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
+    pair_in(s, client, IpAddr::from([127, 0, 0, 1]), None, None)
+}
+
+/// Runs `reps` verified round trips of `size` bytes; returns (client, server) figures.
+pub fn pingpong(
+    c: &mut Box<dyn Endpoint>,
+    s: Box<dyn Endpoint>,
+    size: usize,
+    reps: u64,
+    first_seq: u64,
+) -> io::Result<(ClientTrial, SideCounters, Box<dyn Endpoint>)> {
+    let signals = Arc::new(TrialSignals::default());
+    let sig = signals.clone();
+    let max = size.max(1);
+    let server = thread::spawn(move || {
+        let mut s = s;
+        let slot = max.max(64 * 1024) + 1;
+        let mut buf = MessageBuffer::new(slot, 0);
+        s.prepare(slot, 1)?;
+        s.set_recv_timeout(Some(SLICE))?;
+        let mut slots = Slots::new(buf.as_mut(), slot, slot);
+        let r = pingpong::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT);
+        r.map(|c| (c, s))
+    });
+    let datagram = c.is_datagram();
+    let mut tx = MessageBuffer::new(size, 0);
+    let mut rx = MessageBuffer::new(size + usize::from(datagram), 0);
+    c.prepare(size, 1)?;
+    c.set_recv_timeout(Some(if datagram {
+        Duration::from_millis(500)
+    } else {
+        TIMEOUT
+    }))?;
+    let mut hist = LatencyHistogram::new();
+    let rlen = size + usize::from(datagram);
+    let mut txs = Slots::new(tx.as_mut(), size, size);
+    let mut rxs = Slots::new(rx.as_mut(), rlen, rlen);
+    let r = pingpong::client_trial(
+        c.as_mut(),
+        &mut txs,
+        &mut rxs,
+        first_seq,
+        reps,
+        &mut hist,
+        true,
+    );
+    let ct = r.as_ref().map(|t| t.counters.clone()).unwrap_or_default();
+    signals.end(ct.bytes_sent, ct.messages_sent);
+    let srv = server
+        .join()
+        .map_err(|_| io::Error::other("server thread panicked"))?;
+    let t = r?;
+    let (sc, s) = srv?;
+    Ok((t, sc, s))
+}
+
+/// Streams `size`-byte messages for `dur`, `batch` per call; returns (sender, receiver).
+pub fn stream(
+    c: &mut Box<dyn Endpoint>,
+    s: Box<dyn Endpoint>,
+    size: usize,
+    batch: usize,
+    dur: Duration,
+) -> io::Result<(SideCounters, SideCounters, Box<dyn Endpoint>)> {
+    let signals = Arc::new(TrialSignals::default());
+    let sig = signals.clone();
+    let trial_cookie = 0x5eed_1234u32;
+    let server = thread::spawn(move || {
+        let mut s = s;
+        let slot = size.max(64 * 1024) + 1;
+        let mut buf = MessageBuffer::new(slot * batch, 0);
+        let mut lens = vec![0usize; batch];
+        s.prepare(slot, batch)?;
+        s.set_recv_timeout(Some(SLICE))?;
+        let mut account = DgramAccount::new(trial_cookie);
+        let r = stream::receiver_trial(
+            s.as_mut(),
+            buf.as_mut(),
+            slot,
+            &mut lens,
+            &sig,
+            TIMEOUT,
+            &mut account,
+        );
+        r.map(|c| (c, s))
+    });
+    let mut tx = MessageBuffer::new(size * batch, 0);
+    c.prepare(size, batch)?;
+    let r = stream::sender_trial(c.as_mut(), tx.as_mut(), size, batch, dur, trial_cookie);
+    let sent = r.as_ref().map(|c| c.clone()).unwrap_or_default();
+    signals.end(sent.bytes_sent, sent.messages_sent);
+    if r.is_err() {
+        signals.abort.store(true, Ordering::SeqCst);
+    }
+    let srv = server
+        .join()
+        .map_err(|_| io::Error::other("server thread panicked"))?;
+    let sent = r?;
+    let (rc, s) = srv?;
+    Ok((sent, rc, s))
+}
+
+/// Runs `f` on a thread inside network namespace `ns` (None: this one).
+pub fn in_ns<T: Send + 'static>(
+    ns: Option<&str>,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let path = ns.map(|n| format!("/var/run/netns/{n}"));
+    thread::spawn(move || {
+        if let Some(p) = path {
+            let f = std::fs::File::open(&p)?;
+            // SAFETY: setns on this thread only, with an open netns descriptor.
+            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        f()
+    })
+    .join()
+    .map_err(|_| io::Error::other("namespace thread panicked"))?
+}
+
+fn ip(args: &[&str]) -> io::Result<()> {
+    let out = Command::new("ip").args(args).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    Ok(())
+}
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A network namespace named `nsw-…`, deleted on drop.
+#[derive(Debug)]
+pub struct Netns(pub String);
+
+impl Netns {
+    pub fn new() -> io::Result<Self> {
+        let n = format!(
+            "nsw-tt{}-{}",
+            std::process::id() % 100_000,
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        ip(&["netns", "add", &n])?;
+        let ns = Self(n);
+        ip(&["-n", &ns.0, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+/// Two namespaces joined by a veth pair: a = 198.18.<k>.1/24, b = 198.18.<k>.2/24.
+#[derive(Debug)]
+pub struct Veth {
+    pub a: Netns,
+    pub b: Netns,
+    pub ip_a: IpAddr,
+    pub ip_b: IpAddr,
+    pub if_a: String,
+    pub if_b: String,
+}
+
+impl Veth {
+    pub fn new(mtu: u32) -> io::Result<Self> {
+        let a = Netns::new()?;
+        let b = Netns::new()?;
+        let k = SEQ.fetch_add(1, Ordering::SeqCst) % 250 + 1;
+        let tag = format!("{}{k}", std::process::id() % 10_000);
+        let (if_a, if_b) = (format!("nswa{tag}"), format!("nswb{tag}"));
+        ip(&[
+            "link",
+            "add",
+            &if_a,
+            "netns",
+            &a.0,
+            "mtu",
+            &mtu.to_string(),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &if_b,
+            "netns",
+            &b.0,
+            "mtu",
+            &mtu.to_string(),
+        ])?;
+        let (ip_a, ip_b) = (format!("198.18.{k}.1"), format!("198.18.{k}.2"));
+        ip(&[
+            "-n",
+            &a.0,
+            "addr",
+            "add",
+            &format!("{ip_a}/24"),
+            "dev",
+            &if_a,
+        ])?;
+        ip(&[
+            "-n",
+            &b.0,
+            "addr",
+            "add",
+            &format!("{ip_b}/24"),
+            "dev",
+            &if_b,
+        ])?;
+        ip(&["-n", &a.0, "link", "set", &if_a, "up"])?;
+        ip(&["-n", &b.0, "link", "set", &if_b, "up"])?;
+        let v = Self {
+            a,
+            b,
+            ip_a: ip_a.parse().map_err(io::Error::other)?,
+            ip_b: ip_b.parse().map_err(io::Error::other)?,
+            if_a,
+            if_b,
+        };
+        // Wait until IPv4 on the link is usable (no DAD for IPv4; link up is quick).
+        thread::sleep(Duration::from_millis(50));
+        Ok(v)
+    }
+}

@@ -1,0 +1,256 @@
+//! The conformance body, run against every transport × api that probes available here, over
+//! loopback, through the TransportFactory and the real pattern loops: sizes 0 (datagrams) /
+//! 1 / 1499 / 1500 / 1501 / the largest datagram / 1 MiB (streams), payload integrity, and
+//! peer close → error (streams) or counted loss (datagrams), never a hang.
+
+mod common;
+
+use common::*;
+use netsweep_core::spec::{Api, Pattern, Transport, DGRAM_HEADER};
+use netsweep_proto::messages::Knobs;
+use netsweep_transport::{probe_api, supported_apis};
+use std::time::{Duration, Instant};
+
+fn largest(t: Transport) -> usize {
+    match t {
+        Transport::Udp | Transport::Udplite => 65_507,
+        Transport::UnixDgram | Transport::UnixSeqpacket => 65_000,
+        Transport::Packet => netsweep_transport::packet::max_payload(
+            netsweep_transport::sys::if_mtu("lo").unwrap_or(65_536),
+        ),
+        _ => 1 << 20,
+    }
+}
+
+fn combos() -> Vec<(Transport, Api)> {
+    let mut v = Vec::new();
+    for t in Transport::ALL {
+        for &api in supported_apis(t) {
+            let p = probe_api(t, api);
+            if p.available {
+                v.push((t, api));
+            } else {
+                eprintln!(
+                    "skipping {t} × {}: {}",
+                    api.name(),
+                    p.reason.unwrap_or_default()
+                );
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn every_transport_and_api_pingpong_integrity() {
+    for (t, api) in combos() {
+        if api == Api::Splice {
+            continue; // stream-only by design (check_api refuses pingpong)
+        }
+        let max = largest(t);
+        let mut sizes = vec![1usize, 1499, 1500, 1501, max];
+        if t.is_datagram() {
+            sizes.insert(0, 0);
+        }
+        let s = setup(t, api, Pattern::Pingpong, max as u64, &Knobs::default());
+        let (mut c, mut srv) =
+            pair(&s, &Knobs::default()).unwrap_or_else(|e| panic!("{t} × {api}: {e}"));
+        let mut seq = 0;
+        for size in sizes {
+            let reps = if size > 100_000 { 5 } else { 20 };
+            let (ct, sc, back) = pingpong(&mut c, srv, size, reps, seq)
+                .unwrap_or_else(|e| panic!("{t} × {api} size {size}: {e}"));
+            srv = back;
+            seq += reps;
+            assert_eq!(ct.completed, reps, "{t} × {api} size {size}: {ct:?}");
+            assert_eq!(
+                ct.corrupt, 0,
+                "{t} × {api} size {size}: echo differs from request"
+            );
+            assert_eq!(sc.messages_sent, reps, "{t} × {api} size {size}");
+            assert_eq!(
+                sc.bytes_received,
+                (size as u64) * reps,
+                "{t} × {api} size {size}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_transport_and_api_stream_accounting() {
+    for (t, api) in combos() {
+        let batch = if api == Api::Mmsg { 8 } else { 1 };
+        let sizes: Vec<usize> = if t.is_datagram() {
+            vec![DGRAM_HEADER as usize, 1472, largest(t).min(60_000)]
+        } else {
+            vec![1, 1500, 1 << 20]
+        };
+        let max = *sizes.iter().max().unwrap_or(&1);
+        let s = setup(t, api, Pattern::Stream, max as u64, &Knobs::default());
+        let k = Knobs {
+            batch: Some(batch as u32),
+            ..Default::default()
+        };
+        let (mut c, mut srv) = pair(&s, &k).unwrap_or_else(|e| panic!("{t} × {api}: {e}"));
+        for size in sizes {
+            let (tx, rx, back) = stream(&mut c, srv, size, batch, Duration::from_millis(80))
+                .unwrap_or_else(|e| panic!("{t} × {api} size {size}: {e}"));
+            srv = back;
+            assert!(tx.messages_sent > 0);
+            assert!(!rx.timed_out, "{t} × {api} size {size}: receiver timed out");
+            if let Some(d) = rx.datagrams {
+                assert_eq!(
+                    d.received + d.lost,
+                    tx.messages_sent,
+                    "{t} × {api} size {size}: {d:?}"
+                );
+                assert_eq!(d.foreign, 0, "{t} × {api} size {size}: {d:?}");
+                assert!(d.received > 0, "{t} × {api} size {size}: nothing arrived");
+                if t == Transport::UnixSeqpacket {
+                    assert_eq!(d.lost, 0, "seqpacket never loses");
+                }
+            } else {
+                assert_eq!(rx.bytes_received, tx.bytes_sent, "{t} × {api} size {size}");
+            }
+            if batch > 1 {
+                assert_eq!(
+                    tx.send_calls,
+                    tx.messages_sent.div_ceil(batch as u64),
+                    "{t} × {api}: one sendmmsg per batch"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn peer_close_is_an_error_or_counted_loss_never_a_hang() {
+    for (t, api) in combos() {
+        if api == Api::Splice {
+            continue;
+        }
+        let s = setup(t, api, Pattern::Pingpong, 64, &Knobs::default());
+        let (mut c, srv) =
+            pair(&s, &Knobs::default()).unwrap_or_else(|e| panic!("{t} × {api}: {e}"));
+        drop(srv);
+        let start = Instant::now();
+        let mut tx = netsweep_core::endpoint::MessageBuffer::new(64, 0);
+        let mut rx = netsweep_core::endpoint::MessageBuffer::new(65, 0);
+        c.prepare(64, 1).expect("prepare");
+        c.set_recv_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        let mut hist = netsweep_core::stats::LatencyHistogram::new();
+        let mut txs = netsweep_core::endpoint::Slots::new(tx.as_mut(), 64, 64);
+        let mut rxs = netsweep_core::endpoint::Slots::new(rx.as_mut(), 65, 65);
+        let r = netsweep_core::pattern::pingpong::client_trial(
+            c.as_mut(),
+            &mut txs,
+            &mut rxs,
+            0,
+            3,
+            &mut hist,
+            true,
+        );
+        match r {
+            Ok(ct) => {
+                assert!(
+                    t.is_datagram(),
+                    "{t} × {api}: a stream must fail when its peer closed"
+                );
+                assert_eq!(ct.completed, 0, "{t} × {api}");
+            }
+            Err(e) => eprintln!("{t} × {api}: peer close → {e}"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{t} × {api} took too long"
+        );
+    }
+}
+
+#[test]
+fn unsupported_api_is_refused_with_the_list() {
+    let s = setup(
+        Transport::Tcp,
+        Api::Mmsg,
+        Pattern::Stream,
+        64,
+        &Knobs::default(),
+    );
+    let e = pair(&s, &Knobs::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("tcp does not support --api mmsg")
+            && e.contains("basic, zerocopy, sendfile, splice"),
+        "{e}"
+    );
+    assert!(
+        netsweep_transport::check(Transport::Packet, Api::Zerocopy, Pattern::Stream)
+            .unwrap_err()
+            .contains("basic, mmsg")
+    );
+}
+
+#[test]
+fn packet_size_above_the_mtu_names_it() {
+    let p = netsweep_transport::probe(Transport::Packet);
+    if !p.available {
+        eprintln!("skipping: {:?}", p.reason);
+        return;
+    }
+    let mtu = netsweep_transport::sys::if_mtu("lo").unwrap_or(65_536);
+    let s = setup(
+        Transport::Packet,
+        Api::Basic,
+        Pattern::Pingpong,
+        65_535,
+        &Knobs::default(),
+    );
+    let e = pair(&s, &Knobs::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains(&format!("MTU is {mtu}")), "{e}");
+    // prepare() on the client refuses too.
+    let s = setup(
+        Transport::Packet,
+        Api::Basic,
+        Pattern::Pingpong,
+        100,
+        &Knobs::default(),
+    );
+    let (mut c, _srv) = pair(&s, &Knobs::default()).expect("packet pair on lo");
+    let e = c.prepare(mtu as usize, 1).unwrap_err().to_string();
+    assert!(e.contains(&format!("MTU is {mtu}")), "{e}");
+    let e = c.send(&vec![0u8; mtu as usize]).unwrap_err().to_string();
+    assert!(e.contains("MTU"), "{e}");
+}
+
+/// udp basic vs mmsg at 64 B over loopback: prints messages/s (run with --nocapture).
+#[test]
+fn udp_basic_vs_mmsg_rate_64b() {
+    for (api, batch) in [(Api::Basic, 1usize), (Api::Mmsg, 32)] {
+        let s = setup(Transport::Udp, api, Pattern::Stream, 64, &Knobs::default());
+        let k = Knobs {
+            batch: Some(batch as u32),
+            ..Default::default()
+        };
+        let (mut c, srv) = pair(&s, &k).expect("udp pair");
+        let (tx, rx, _) =
+            stream(&mut c, srv, 64, batch, Duration::from_millis(300)).expect("stream");
+        let d = rx.datagrams.unwrap_or_default();
+        eprintln!(
+            "udp {:>5} 64 B: sender {:.0} msg/s in {} calls, receiver got {} ({} lost), {} recv calls",
+            api.name(),
+            tx.messages_sent as f64 / (tx.active_ns as f64 / 1e9),
+            tx.send_calls,
+            d.received,
+            d.lost,
+            rx.recv_calls
+        );
+        assert_eq!(d.received + d.lost, tx.messages_sent);
+    }
+}
