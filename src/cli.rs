@@ -31,10 +31,16 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve runs from remote `netsweep run` clients.
     Serve(ServeArgs),
-    /// Re-render a saved results file in another format.
+    /// Re-render saved results: a format on stdout, or plots (SVG/PNG) and an HTML report of one or more runs.
     Report(ReportArgs),
+    /// Compare runs: per size B ÷ A of throughput (and latency) with CIs and significance.
+    Compare(CompareArgs),
     /// List transports, apis and patterns and whether each works on this host.
     List,
+    /// Build, inspect and remove network-namespace testbeds (needs root).
+    Lab(LabArgs),
+    /// Run experiment files: a lab topology plus runs across it (needs root).
+    Scenario(ScenarioArgs),
 }
 
 #[derive(Debug, Args, Default)]
@@ -221,14 +227,112 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Saved results file (JSON).
-    pub file: String,
+    /// Saved results files (JSON); several are overlaid in the plots and the HTML report.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
 
-    /// Output format: text, json, jsonl, csv, npout.
+    /// Output format: text, json, jsonl, csv, npout (default: text; json, jsonl, csv and npout take one FILE).
+    #[arg(short, long)]
+    pub format: Option<String>,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<String>,
+
+    /// Write a self-contained HTML report (every plot, tables, metadata, anomalies) to OUT.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<String>,
+
+    /// Write every plot as SVG into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<String>,
+
+    /// Write every plot as PNG into DIR (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LabCommand {
+    /// Build the testbed a topology (or scenario) file describes and leave it up.
+    Up {
+        /// Topology TOML, or a scenario file (its [topology] is used).
+        file: String,
+        /// Run id naming the lab's objects (nsw-<id>-…); default: a fresh one.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Tear a lab down (the only one up, or the one with this id).
+    Down {
+        /// Run id (see `netsweep lab show`).
+        id: Option<String>,
+    },
+    /// Show the labs that are up: hosts, interfaces, addresses, MTUs, shapers.
+    Show,
+    /// Run a command inside a lab host's namespace: `netsweep lab exec client -- ping 198.18.0.2`.
+    Exec {
+        /// Host name from the topology.
+        host: String,
+        /// Run id when several labs are up.
+        #[arg(long)]
+        id: Option<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// Remove everything named nsw-… that a crash left: namespaces, links, nft tables, state files.
+    Clean,
+}
+
+#[derive(Debug, Args)]
+pub struct ScenarioArgs {
+    #[command(subcommand)]
+    pub command: ScenarioCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScenarioCommand {
+    /// Bring the lab up, run every run with `netsweep serve` in the server's namespace, save
+    /// each results file and an index, and tear the lab down (also on failure and Ctrl-C).
+    Run {
+        /// Scenario TOML.
+        file: String,
+        /// Output directory (default: netsweep-results/<timestamp>-<scenario name>).
+        #[arg(short, long)]
+        output: Option<String>,
+    },
+    /// Check a scenario file without running it.
+    Check {
+        /// Scenario TOML.
+        file: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Baseline results file A, then one or more files B compared against it.
+    #[arg(required = true, num_args = 2.., value_name = "FILE")]
+    pub files: Vec<String>,
+
+    /// Output format: text or json.
     #[arg(short, long, default_value = "text")]
     pub format: String,
 
     /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<String>,
+
+    /// Write the throughput ratio plot (B ÷ A against size) as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
+
+    /// Write the throughput ratio plot as PNG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub png: Option<String>,
 }

@@ -41,10 +41,10 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             Api::ALL.map(|p| p.name()).join(", ")
         )
     })?;
-    let family = if transport.is_ip() {
-        family
-    } else {
-        Family::Unix
+    let family = match transport {
+        t if t.is_ip() => family,
+        Transport::Packet => Family::Link,
+        _ => Family::Unix,
     };
     let mut spec = RunSpec::new(transport, pattern, family);
     spec.api = api;
@@ -140,7 +140,7 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
     let mut s = Knobs::default();
     (c.sndbuf, s.sndbuf) = per_side(a.sndbuf.as_deref(), "--sndbuf", parse::size)?;
     (c.rcvbuf, s.rcvbuf) = per_side(a.rcvbuf.as_deref(), "--rcvbuf", parse::size)?;
-    if matches!(transport, Transport::Tcp) {
+    if matches!(transport, Transport::Tcp | Transport::Mptcp) {
         let nd = parse::on_off(&a.nodelay, "--nodelay")?;
         (c.nodelay, s.nodelay) = (Some(nd), Some(nd));
     }

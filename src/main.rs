@@ -2,9 +2,12 @@
 //! command line; measurement lives in the crates.
 
 mod cli;
+mod cmd_compare;
+mod cmd_lab;
 mod cmd_list;
 mod cmd_report;
 mod cmd_run;
+mod cmd_scenario;
 mod cmd_serve;
 mod parse;
 mod signal;
@@ -26,7 +29,10 @@ fn main() -> ExitCode {
         cli::Command::Run(args) => cmd_run::main(*args),
         cli::Command::Serve(args) => cmd_serve::main(args),
         cli::Command::Report(args) => cmd_report::main(args),
+        cli::Command::Compare(args) => cmd_compare::main(args),
         cli::Command::List => cmd_list::main(),
+        cli::Command::Lab(args) => cmd_lab::main(args),
+        cli::Command::Scenario(args) => cmd_scenario::main(args),
     }
 }
 

@@ -1,9 +1,15 @@
-//! netsweep-report: renders results — the live text table, JSON, JSON Lines, CSV and
-//! NetPIPE's np.out — from the one results model.
+//! netsweep-report: renders results — the live text table, JSON, JSON Lines, CSV, NetPIPE's
+//! np.out, SVG/PNG plots and the HTML report — compares runs, and shows anomalies, all from
+//! the one results model.
 
+pub mod compare;
 pub mod csv;
+pub mod figures;
 pub mod format;
+pub mod html;
+pub mod legend;
 pub mod npout;
+pub mod plot;
 pub mod text;
 pub mod units;
 

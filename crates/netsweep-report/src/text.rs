@@ -139,6 +139,9 @@ pub fn summary(run: &RunResult) -> String {
             s.elapsed_ns as f64 / 1e9
         );
     }
+    for a in &run.anomalies {
+        let _ = writeln!(out, "{}", anomaly_line(a));
+    }
     let missed = run.points.iter().filter(|p| !p.precision_met).count();
     if missed > 0 {
         let _ = writeln!(
@@ -172,6 +175,24 @@ pub fn summary(run: &RunResult) -> String {
         }
     }
     out
+}
+
+/// One line for an anomaly: "anomaly: dip 60416..73728 B (26 points): throughput 93% below … · hint".
+pub fn anomaly_line(a: &netsweep_core::anomaly::Anomaly) -> String {
+    let mut s = format!(
+        "anomaly: {} {}..{} B ({} points, confidence {:.2}): {}",
+        a.kind.name(),
+        a.from_size,
+        a.to_size,
+        a.points,
+        a.confidence,
+        a.detail
+    );
+    if let Some(h) = &a.hint {
+        s.push_str(" · ");
+        s.push_str(h);
+    }
+    s
 }
 
 /// The whole table of a saved run.

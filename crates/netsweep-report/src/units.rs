@@ -34,8 +34,91 @@ pub fn mbps(v: f64) -> String {
     }
 }
 
+/// Trims a formatted decimal: "2.50" → "2.5", "3.00" → "3".
+fn trim(s: String) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A number with up to 3 significant digits, trailing zeros dropped.
+pub fn short(v: f64) -> String {
+    let a = v.abs();
+    let s = if a >= 100.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        let digits = (2 - a.log10().floor() as i32).clamp(0, 12) as usize;
+        format!("{v:.digits$}")
+    };
+    trim(s)
+}
+
+/// A size for an axis tick or prose: 1 B, 512 B, 1 KiB, 1.5 KiB, 64 KiB, 1 MiB.
+pub fn size_tick(bytes: f64) -> String {
+    const K: f64 = 1024.0;
+    if bytes >= K * K * K {
+        format!("{} GiB", short(bytes / (K * K * K)))
+    } else if bytes >= K * K {
+        format!("{} MiB", short(bytes / (K * K)))
+    } else if bytes >= K {
+        format!("{} KiB", short(bytes / K))
+    } else {
+        format!("{} B", short(bytes))
+    }
+}
+
+/// A duration given in ns: 850 ns, 3 µs, 1.5 ms, 2 s.
+pub fn time_tick(ns: f64) -> String {
+    let a = ns.abs();
+    if a >= 1e9 {
+        format!("{} s", short(ns / 1e9))
+    } else if a >= 1e6 {
+        format!("{} ms", short(ns / 1e6))
+    } else if a >= 1e3 {
+        format!("{} µs", short(ns / 1e3))
+    } else {
+        format!("{} ns", short(ns))
+    }
+}
+
+/// A rate given in Mbit/s: 500 kbit/s, 12 Mbit/s, 1.5 Gbit/s.
+pub fn rate_tick(mbps: f64) -> String {
+    let a = mbps.abs();
+    if a >= 1e3 {
+        format!("{} Gbit/s", short(mbps / 1e3))
+    } else if a >= 1.0 || a == 0.0 {
+        format!("{} Mbit/s", short(mbps))
+    } else {
+        format!("{} kbit/s", short(mbps * 1e3))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ticks() {
+        use super::*;
+        assert_eq!(size_tick(1.0), "1 B");
+        assert_eq!(size_tick(1024.0), "1 KiB");
+        assert_eq!(size_tick(1536.0), "1.5 KiB");
+        assert_eq!(size_tick(65536.0), "64 KiB");
+        assert_eq!(size_tick(1048576.0), "1 MiB");
+        assert_eq!(time_tick(3000.0), "3 µs");
+        assert_eq!(time_tick(1_500_000.0), "1.5 ms");
+        assert_eq!(time_tick(850.0), "850 ns");
+        assert_eq!(rate_tick(12.0), "12 Mbit/s");
+        assert_eq!(rate_tick(1500.0), "1.5 Gbit/s");
+        assert_eq!(rate_tick(0.5), "500 kbit/s");
+        assert_eq!(short(0.025), "0.025");
+        assert_eq!(short(2.5), "2.5");
+    }
+
     #[test]
     fn formats() {
         assert_eq!(super::size(65536), "64 KiB");

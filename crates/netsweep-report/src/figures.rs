@@ -1,0 +1,322 @@
+//! The standard figures of one or more runs, overlaid: throughput, latency, the signature
+//! graph, stream sender vs receiver, loss and CPU service demand — each a [`Chart`].
+
+use crate::legend::Named;
+use crate::plot::{Axis, Chart, Marker, Scale, Series, Stroke, Unit};
+use crate::units;
+use netsweep_core::anomaly::{self, Anomaly, AnomalyKind};
+use netsweep_core::results::{PointResult, RunResult};
+use netsweep_core::spec::Pattern;
+
+/// The anomalies of a run: those stored in the file, or detected now for files without any.
+pub fn anomalies_of(run: &RunResult) -> Vec<Anomaly> {
+    if run.anomalies.is_empty() {
+        anomaly::detect(&run.points)
+    } else {
+        run.anomalies.clone()
+    }
+}
+
+/// The short label of an anomaly on a plot: "dip 59 KiB–72 KiB −93%".
+pub fn marker_label(a: &Anomaly) -> String {
+    let range = if a.from_size == a.to_size {
+        units::size_tick(a.from_size as f64)
+    } else {
+        format!(
+            "{}–{}",
+            units::size_tick(a.from_size as f64),
+            units::size_tick(a.to_size as f64)
+        )
+    };
+    match a.kind {
+        AnomalyKind::Unstable => format!("unstable {range} ±{:.0}%", a.magnitude * 100.0),
+        k => format!("{} {range} −{:.0}%", k.name(), a.magnitude * 100.0),
+    }
+}
+
+fn size_axis() -> Axis {
+    Axis {
+        title: "message size (bytes, log scale)".into(),
+        unit: Unit::Bytes,
+        scale: Scale::Log { min: 1.0, max: 2.0 },
+    }
+}
+
+fn axis(title: &str, unit: Unit) -> Axis {
+    Axis {
+        title: title.into(),
+        unit,
+        scale: Scale::Linear { min: 0.0, max: 1.0 },
+    }
+}
+
+/// Fits both axes to the chart's data: x log; y log or linear from zero.
+fn fit(mut c: Chart, y_log: bool) -> Chart {
+    let xs = c
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .map(|p| p.0)
+                .chain(s.band.iter().map(|b| b.0))
+        })
+        .collect::<Vec<_>>();
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .map(|p| p.1)
+                .chain(s.band.iter().flat_map(|b| [b.1, b.2]))
+        })
+        .chain(c.hlines.iter().copied())
+        .collect::<Vec<_>>();
+    c.x.scale = Scale::fit(xs, true, false);
+    c.y.scale = Scale::fit(ys, y_log, !y_log);
+    c
+}
+
+fn chart(id: &str, title: &str, subtitle: &str, x: Axis, y: Axis) -> Chart {
+    Chart {
+        id: id.into(),
+        title: title.into(),
+        subtitle: subtitle.into(),
+        x,
+        y,
+        series: vec![],
+        markers: vec![],
+        hlines: vec![],
+    }
+}
+
+fn markers(runs: &[Named<'_>]) -> Vec<Marker> {
+    runs.iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            anomalies_of(r.run).into_iter().map(move |a| Marker {
+                from: a.from_size as f64,
+                to: a.to_size as f64,
+                label: marker_label(&a),
+                color: i,
+            })
+        })
+        .collect()
+}
+
+fn throughput(runs: &[Named<'_>], labels: &[String]) -> Chart {
+    let mut c = chart(
+        "throughput",
+        "Throughput vs message size",
+        "pingpong: bytes ÷ (RTT/2); stream: receiver rate · band: 95% confidence interval of the mean · shaded: detected anomalies",
+        size_axis(),
+        axis("throughput", Unit::Mbps),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let p = &r.run.points;
+        c.series.push(Series {
+            label: labels[i].clone(),
+            color: i,
+            points: p
+                .iter()
+                .map(|p| (p.size as f64, p.throughput_mbps.mean))
+                .collect(),
+            band: p
+                .iter()
+                .map(|p| {
+                    let e = p.throughput_mbps;
+                    (p.size as f64, (e.mean - e.ci95).max(0.0), e.mean + e.ci95)
+                })
+                .collect(),
+            ..Default::default()
+        });
+    }
+    c.markers = markers(runs);
+    fit(c, false)
+}
+
+fn latency(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
+    let mut c = chart(
+        "latency",
+        "Latency (RTT/2) vs message size",
+        "line: median (p50) of RTT/2 · band: min to p99 (results keep no p1, so the band starts at the minimum)",
+        size_axis(),
+        axis("latency, RTT/2 (log scale)", Unit::Nanos),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let pts: Vec<(&PointResult, _)> = r
+            .run
+            .points
+            .iter()
+            .filter_map(|p| p.latency.map(|l| (p, l.half_rtt_ns)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        c.series.push(Series {
+            label: labels[i].clone(),
+            color: i,
+            points: pts.iter().map(|(p, d)| (p.size as f64, d.p50)).collect(),
+            band: pts
+                .iter()
+                .map(|(p, d)| (p.size as f64, d.min, d.p99))
+                .collect(),
+            ..Default::default()
+        });
+    }
+    (!c.series.is_empty()).then(|| fit(c, true))
+}
+
+/// Time one transfer takes, ns: RTT/2 for pingpong, size ÷ rate for stream.
+fn transfer_ns(p: &PointResult) -> f64 {
+    match &p.latency {
+        Some(l) => l.half_rtt_ns.mean,
+        None if p.throughput_mbps.mean > 0.0 => {
+            p.size as f64 * 8.0 / (p.throughput_mbps.mean * 1e6) * 1e9
+        }
+        None => f64::NAN,
+    }
+}
+
+fn signature(runs: &[Named<'_>], labels: &[String]) -> Chart {
+    let mut c = chart(
+        "signature",
+        "Signature graph: throughput vs time per transfer",
+        "NetPIPE's view: time per transfer is RTT/2 for pingpong, message size ÷ rate for stream",
+        Axis {
+            title: "time per transfer (log scale)".into(),
+            unit: Unit::Nanos,
+            scale: Scale::Log { min: 1.0, max: 2.0 },
+        },
+        axis("throughput", Unit::Mbps),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        c.series.push(Series {
+            label: labels[i].clone(),
+            color: i,
+            points: r
+                .run
+                .points
+                .iter()
+                .map(|p| (transfer_ns(p), p.throughput_mbps.mean))
+                .filter(|(t, _)| t.is_finite())
+                .collect(),
+            ..Default::default()
+        });
+    }
+    fit(c, false)
+}
+
+fn stream(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
+    let mut c = chart(
+        "stream",
+        "Stream: sender vs receiver throughput",
+        "dashed: rate the sender's stack accepted · solid: rate the receiver got · the gap is what was dropped or queued",
+        size_axis(),
+        axis("throughput", Unit::Mbps),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        if r.run.spec.pattern != Pattern::Stream {
+            continue;
+        }
+        let get = |f: fn(&PointResult) -> Option<f64>| -> Vec<(f64, f64)> {
+            r.run
+                .points
+                .iter()
+                .filter_map(|p| f(p).map(|v| (p.size as f64, v)))
+                .collect()
+        };
+        c.series.push(Series {
+            label: format!("{} sender", labels[i]),
+            color: i,
+            stroke: Stroke::Dashed,
+            points: get(|p| p.sender_mbps.map(|e| e.mean)),
+            band: vec![],
+        });
+        c.series.push(Series {
+            label: format!("{} receiver", labels[i]),
+            color: i,
+            stroke: Stroke::Solid,
+            points: get(|p| p.receiver_mbps.map(|e| e.mean)),
+            band: vec![],
+        });
+    }
+    (!c.is_empty()).then(|| fit(c, false))
+}
+
+fn loss(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
+    let mut c = chart(
+        "loss",
+        "Datagram loss vs message size",
+        "datagrams sent but never received, over sent (reordering and duplicates are counted apart)",
+        size_axis(),
+        axis("loss", Unit::Percent),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = r
+            .run
+            .points
+            .iter()
+            .filter_map(|p| p.loss.map(|l| (p.size as f64, l.ratio)))
+            .collect();
+        if !pts.is_empty() {
+            c.series.push(Series {
+                label: labels[i].clone(),
+                color: i,
+                points: pts,
+                ..Default::default()
+            });
+        }
+    }
+    (!c.series.is_empty()).then(|| fit(c, false))
+}
+
+fn cpu(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
+    let mut c = chart(
+        "cpu",
+        "CPU service demand vs message size",
+        "CPU µs per KiB moved (netperf's definition) · solid: client · dashed: server",
+        size_axis(),
+        axis("service demand (log scale)", Unit::Plain("µs/KiB".into())),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        for (side, stroke) in [("client", Stroke::Solid), ("server", Stroke::Dashed)] {
+            let pts: Vec<(f64, f64)> = r
+                .run
+                .points
+                .iter()
+                .map(|p| {
+                    let s = if side == "client" {
+                        &p.client
+                    } else {
+                        &p.server
+                    };
+                    (p.size as f64, s.service_demand_us_per_kb)
+                })
+                .filter(|(_, v)| *v > 0.0 && v.is_finite())
+                .collect();
+            if !pts.is_empty() {
+                c.series.push(Series {
+                    label: format!("{} {side}", labels[i]),
+                    color: i,
+                    stroke,
+                    points: pts,
+                    band: vec![],
+                });
+            }
+        }
+    }
+    (!c.series.is_empty()).then(|| fit(c, true))
+}
+
+/// Every figure that applies to these runs, in report order.
+pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
+    let mut v = vec![throughput(runs, labels)];
+    v.extend(latency(runs, labels));
+    v.push(signature(runs, labels));
+    v.extend(stream(runs, labels));
+    v.extend(loss(runs, labels));
+    v.extend(cpu(runs, labels));
+    v
+}

@@ -1,0 +1,80 @@
+//! Plots: a small chart model ([`Chart`]) that the figures fill from results, drawn as SVG by
+//! hand ([`svg`]) and rasterised to PNG by resvg ([`png`]).
+
+pub mod png;
+pub mod scale;
+pub mod svg;
+
+pub use scale::{Scale, Unit};
+
+/// One axis: its title, unit (which formats the tick labels) and scale.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    /// Title, with the unit in words, e.g. "message size" or "throughput".
+    pub title: String,
+    pub unit: Unit,
+    pub scale: Scale,
+}
+
+/// How a series is stroked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stroke {
+    #[default]
+    Solid,
+    Dashed,
+}
+
+/// One line of a chart: points in data units, an optional shaded band (x, low, high) and a
+/// colour index into the palette.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Series {
+    pub label: String,
+    pub color: usize,
+    pub stroke: Stroke,
+    pub points: Vec<(f64, f64)>,
+    pub band: Vec<(f64, f64, f64)>,
+}
+
+/// A shaded x-range with a label: an anomaly, or any band worth pointing at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    pub from: f64,
+    pub to: f64,
+    pub label: String,
+    /// Colour index of the run it belongs to.
+    pub color: usize,
+}
+
+/// A chart: axes, series, x-range markers and horizontal reference lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// File stem when written alone (`throughput` → throughput.svg).
+    pub id: String,
+    pub title: String,
+    /// A line under the title (what the band means, what latency is…).
+    pub subtitle: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub series: Vec<Series>,
+    pub markers: Vec<Marker>,
+    /// Horizontal lines at these y values (e.g. ratio 1).
+    pub hlines: Vec<f64>,
+}
+
+impl Chart {
+    /// True when no series has a point to draw.
+    pub fn is_empty(&self) -> bool {
+        self.series.iter().all(|s| s.points.is_empty())
+    }
+}
+
+/// Okabe–Ito colours (distinguishable with colour-blindness), then a few more.
+pub const PALETTE: [&str; 10] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442",
+    "#7F3C8D", "#11A579",
+];
+
+/// The colour of index `i` (wrapping).
+pub fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}

@@ -1,0 +1,253 @@
+//! Axis scales (linear or logarithmic), their domains and readable tick positions and labels.
+
+use crate::units;
+
+/// Linear or base-10 logarithmic (the base only matters for tick placement).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scale {
+    Linear { min: f64, max: f64 },
+    Log { min: f64, max: f64 },
+}
+
+/// What the values on an axis are: it formats the tick labels, units included.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unit {
+    /// Bytes: 1 B, 1 KiB, 64 KiB, 1 MiB; log ticks at powers of two.
+    Bytes,
+    /// Nanoseconds: 850 ns, 3 µs, 1.5 ms.
+    Nanos,
+    /// Mbit/s: 500 kbit/s, 12 Mbit/s, 1.5 Gbit/s.
+    Mbps,
+    /// A fraction shown as a percentage: 0.05 → 5%.
+    Percent,
+    /// A ratio: 1.1×.
+    Ratio,
+    /// A plain number followed by this unit text.
+    Plain(String),
+}
+
+impl Unit {
+    /// The tick label of `v`.
+    pub fn label(&self, v: f64) -> String {
+        match self {
+            Unit::Bytes => units::size_tick(v),
+            Unit::Nanos => units::time_tick(v),
+            Unit::Mbps => units::rate_tick(v),
+            Unit::Percent => format!("{}%", units::short(v * 100.0)),
+            Unit::Ratio => format!("{}×", units::short(v)),
+            Unit::Plain(u) if u.is_empty() => units::short(v),
+            Unit::Plain(u) => format!("{} {u}", units::short(v)),
+        }
+    }
+}
+
+impl Scale {
+    /// A scale fitting `values`: log (positive values only) or linear (from 0 when
+    /// `from_zero`), padded a little. Falls back to 1..10 (log) or 0..1 when nothing fits.
+    pub fn fit(values: impl IntoIterator<Item = f64>, log: bool, from_zero: bool) -> Scale {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for v in values {
+            if v.is_finite() && (!log || v > 0.0) {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        if log {
+            if !lo.is_finite() {
+                return Scale::Log {
+                    min: 1.0,
+                    max: 10.0,
+                };
+            }
+            if hi / lo < 1.5 {
+                let mid = (hi * lo).sqrt();
+                return Scale::Log {
+                    min: mid / 1.5,
+                    max: mid * 1.5,
+                };
+            }
+            let pad = (hi / lo).powf(0.04);
+            Scale::Log {
+                min: lo / pad,
+                max: hi * pad,
+            }
+        } else {
+            if !lo.is_finite() {
+                return Scale::Linear { min: 0.0, max: 1.0 };
+            }
+            if from_zero {
+                lo = lo.min(0.0);
+                hi = hi.max(0.0);
+            }
+            if hi - lo <= f64::EPSILON * hi.abs().max(1.0) {
+                let d = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
+                return Scale::Linear {
+                    min: lo - d,
+                    max: hi + d,
+                };
+            }
+            let pad = (hi - lo) * 0.05;
+            Scale::Linear {
+                min: if from_zero && lo == 0.0 {
+                    0.0
+                } else {
+                    lo - pad
+                },
+                max: hi + pad,
+            }
+        }
+    }
+
+    /// Maps a value to 0..1 along the axis (outside for values off the domain; NaN for
+    /// non-positive values on a log scale).
+    pub fn frac(&self, v: f64) -> f64 {
+        match *self {
+            Scale::Linear { min, max } => (v - min) / (max - min),
+            Scale::Log { min, max } => {
+                if v <= 0.0 {
+                    f64::NAN
+                } else {
+                    (v.ln() - min.ln()) / (max.ln() - min.ln())
+                }
+            }
+        }
+    }
+
+    /// Tick positions inside the domain for an axis of this unit.
+    pub fn ticks(&self, unit: &Unit) -> Vec<f64> {
+        match *self {
+            Scale::Linear { min, max } => linear_ticks(min, max, 6),
+            Scale::Log { min, max } => {
+                if *unit == Unit::Bytes {
+                    pow2_ticks(min, max)
+                } else {
+                    decade_ticks(min, max)
+                }
+            }
+        }
+    }
+}
+
+/// 1, 2 or 5 × 10^k steps giving about `target` ticks.
+pub fn linear_ticks(min: f64, max: f64, target: usize) -> Vec<f64> {
+    let span = max - min;
+    if span.is_nan() || span <= 0.0 || !span.is_finite() {
+        return vec![];
+    }
+    let raw = span / target as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let first = (min / step).ceil() as i64;
+    let last = (max / step).floor() as i64;
+    (first..=last)
+        .map(|i| {
+            let v = i as f64 * step;
+            if v.abs() < step * 1e-9 {
+                0.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+/// Powers of two every 1, 2, 5 or 10 doublings (1 B, 32 B, 1 KiB, 32 KiB, 1 MiB…), at most 11.
+fn pow2_ticks(min: f64, max: f64) -> Vec<f64> {
+    let (a, b) = (min.log2().ceil() as i32, max.log2().floor() as i32);
+    if b < a {
+        return linear_ticks(min, max, 4);
+    }
+    for step in [1, 2, 5, 10] {
+        let first = a.div_euclid(step) * step + if a.rem_euclid(step) == 0 { 0 } else { step };
+        let v: Vec<f64> = (first..=b)
+            .step_by(step as usize)
+            .map(|e| 2f64.powi(e))
+            .collect();
+        if v.len() <= 11 {
+            return v;
+        }
+    }
+    vec![]
+}
+
+/// Decades, with 2 and 5 between them when the axis spans under three decades.
+fn decade_ticks(min: f64, max: f64) -> Vec<f64> {
+    let (a, b) = (min.log10().floor() as i32, max.log10().ceil() as i32);
+    if b - a <= 1 && max / min < 8.0 {
+        return linear_ticks(min, max, 5)
+            .into_iter()
+            .filter(|&v| v > 0.0)
+            .collect();
+    }
+    let mults: &[f64] = if b - a <= 3 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let every = ((b - a) as usize / 10).max(1);
+    let mut v = Vec::new();
+    for (i, e) in (a..=b).enumerate() {
+        if i % every != 0 {
+            continue;
+        }
+        for m in mults {
+            let t = m * 10f64.powi(e);
+            if t >= min && t <= max {
+                v.push(t);
+            }
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_ticks_are_powers_of_two() {
+        let s = Scale::Log {
+            min: 1.0,
+            max: 8.0 * 1024.0 * 1024.0,
+        };
+        let t = s.ticks(&Unit::Bytes);
+        assert_eq!(t.first(), Some(&1.0));
+        assert!(t.len() <= 11 && t.len() >= 4, "{t:?}");
+        assert!(t.contains(&1024.0) && t.contains(&1048576.0));
+        let labels: Vec<String> = t.iter().map(|&v| Unit::Bytes.label(v)).collect();
+        assert!(labels.contains(&"1 KiB".to_string()), "{labels:?}");
+    }
+
+    #[test]
+    fn decades_and_linear() {
+        let s = Scale::Log {
+            min: 2000.0,
+            max: 3e7,
+        };
+        let t = s.ticks(&Unit::Nanos);
+        assert_eq!(t, vec![1e4, 1e5, 1e6, 1e7]);
+        assert_eq!(linear_ticks(0.0, 31_000.0, 6), vec![0.0, 10e3, 20e3, 30e3]);
+        assert!(Scale::Log { min: 3.0, max: 5.0 }.ticks(&Unit::Nanos).len() >= 2);
+    }
+
+    #[test]
+    fn fit_handles_empty_and_flat() {
+        assert_eq!(
+            Scale::fit([], true, false),
+            Scale::Log {
+                min: 1.0,
+                max: 10.0
+            }
+        );
+        let s = Scale::fit([5.0, 5.0], false, false);
+        assert!(matches!(s, Scale::Linear { min, max } if min < 5.0 && max > 5.0));
+        let s = Scale::fit([f64::NAN, -1.0, 0.0], true, false);
+        assert_eq!(
+            s,
+            Scale::Log {
+                min: 1.0,
+                max: 10.0
+            }
+        );
+    }
+}
