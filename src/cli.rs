@@ -100,6 +100,11 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub max_trials: u32,
 
+    /// After the sweep, re-measure finely around suspected dips, cliffs and unstable bands
+    /// (at most 256 extra sizes), then detect again on all points.
+    #[arg(long)]
+    pub refine: bool,
+
     /// Skip the untimed warm-up/calibration trial of each point.
     #[arg(long)]
     pub no_warmup: bool,

@@ -87,6 +87,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
+    spec.refine = a.refine;
     let (client_knobs, server_knobs) = knobs(a, transport)?;
     spec.client_knobs = client_knobs;
     spec.server_knobs = server_knobs;

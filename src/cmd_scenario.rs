@@ -14,6 +14,12 @@ pub fn main(a: ScenarioArgs) -> ExitCode {
     match a.command {
         ScenarioCommand::Check { file } => match Scenario::load(Path::new(&file)) {
             Ok(s) => {
+                // Each run's arguments must be a valid `netsweep run` too.
+                for r in &s.runs {
+                    if let Err(e) = check_args(&r.args) {
+                        return crate::usage_error(format!("{file}: run {:?}: {e}", r.name));
+                    }
+                }
                 println!(
                     "{file}: scenario {:?} with {} runs is valid",
                     s.name,
@@ -27,11 +33,38 @@ pub fn main(a: ScenarioArgs) -> ExitCode {
     }
 }
 
+/// Parses a run's arguments as `netsweep run` would and builds its spec.
+fn check_args(args: &[String]) -> Result<(), String> {
+    use clap::Parser;
+    let argv = ["netsweep", "run", "127.0.0.1"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let cli = crate::cli::Cli::try_parse_from(argv)
+        .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())?;
+    match cli.command {
+        Some(crate::cli::Command::Run(a)) => {
+            let family = if a.ipv6 {
+                netsweep_core::spec::Family::Ipv6
+            } else {
+                netsweep_core::spec::Family::Ipv4
+            };
+            crate::cmd_run::build_spec(&a, family).map(|_| ())
+        }
+        _ => Err("not a run".into()),
+    }
+}
+
 fn run(file: &str, output: Option<String>) -> ExitCode {
     let scenario = match Scenario::load(Path::new(file)) {
         Ok(s) => s,
         Err(e) => return lab_failure(&e),
     };
+    for r in &scenario.runs {
+        if let Err(e) = check_args(&r.args) {
+            return crate::usage_error(format!("{file}: run {:?}: {e}", r.name));
+        }
+    }
     if let Err(e) = preflight() {
         return lab_failure(&e);
     }

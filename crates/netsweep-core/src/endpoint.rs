@@ -59,6 +59,38 @@ pub trait Endpoint: Send {
     fn as_dyn(&mut self) -> &mut dyn Endpoint;
 }
 
+/// The placeholder endpoint of a session with no persistent data connection (the `crr`
+/// pattern opens one per transaction). Every data call fails.
+#[derive(Debug, Default)]
+pub struct NoEndpoint;
+
+impl Endpoint for NoEndpoint {
+    fn send(&mut self, _: &[u8]) -> io::Result<usize> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this session has no persistent data connection",
+        ))
+    }
+    fn recv(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this session has no persistent data connection",
+        ))
+    }
+    fn is_datagram(&self) -> bool {
+        false
+    }
+    fn set_recv_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
+        Ok(())
+    }
+    fn granted(&self) -> GrantedKnobs {
+        GrantedKnobs::default()
+    }
+    fn as_dyn(&mut self) -> &mut dyn Endpoint {
+        self
+    }
+}
+
 /// Cumulative counters an endpoint keeps: zero-copy completions, TCP_INFO figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
@@ -99,7 +131,12 @@ pub fn send_message(ep: &mut dyn Endpoint, buf: &[u8]) -> io::Result<u64> {
     let mut off = 0;
     let mut calls = 0;
     loop {
-        let n = ep.send(&buf[off..])?;
+        let n = match ep.send(&buf[off..]) {
+            Ok(n) => n,
+            // A signal (not a timeout) interrupted the call: it moved nothing, try again.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         calls += 1;
         off += n;
         if off >= buf.len() {
@@ -121,7 +158,11 @@ pub fn recv_message(ep: &mut dyn Endpoint, buf: &mut [u8]) -> io::Result<u64> {
     let mut off = 0;
     let mut calls = 0;
     while off < buf.len() {
-        let n = ep.recv(&mut buf[off..])?;
+        let n = match ep.recv(&mut buf[off..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         calls += 1;
         if n == 0 {
             return Err(io::Error::new(

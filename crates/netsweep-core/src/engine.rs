@@ -3,19 +3,22 @@
 //! — and hands every finished point to a [`RunSink`] at once.
 
 use crate::control::ClientControl;
-use crate::endpoint::{pool_stride, Endpoint, MessageBuffer, Slots, TransportFactory};
+use crate::endpoint::{pool_stride, Endpoint, MessageBuffer, NoEndpoint, Slots, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
 use crate::meter::{pin_current_thread, TrialMeter};
-use crate::pattern::{pingpong, stream};
+use crate::pattern::{crr, pingpong, stream};
 use crate::results::{
-    DatagramTotals, Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult,
+    Crr, DatagramTotals, Distribution, Estimate, Granted, Latency, Loss, Placement, PointResult,
     RunResult, RunStatus, SideTotals, StopReason, ToolInfo, SCHEMA, SCHEMA_VERSION,
 };
 use crate::server::trial_cookie;
 use crate::spec::{Pattern, RunSpec};
 use crate::stats::{ci95, LatencyHistogram};
-use netsweep_proto::messages::{ClientMsg, ServerMsg, SideCounters, TrialSpec};
+use netsweep_proto::messages::{
+    ClientMsg, DataEndpoint, Knobs, ServerMsg, SessionSetup, SideCounters, TrialSpec,
+};
+use std::net::IpAddr;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -90,14 +93,19 @@ pub fn run(
         .peer_addr()
         .map_err(|e| NetError::io("control connection", e))?
         .ip();
-    let mut ep = factory
-        .connect(&setup, &spec.client_knobs, data_ip, &data, cookie, timeout)
-        .map_err(|e| {
-            NetError::io(
-                format!("connecting the {} data path to {data_ip}", spec.transport),
-                e,
-            )
-        })?;
+    // crr opens a connection per transaction: the session has no persistent data path.
+    let mut ep: Box<dyn Endpoint> = if spec.pattern == Pattern::Crr {
+        Box::new(NoEndpoint)
+    } else {
+        factory
+            .connect(&setup, &spec.client_knobs, data_ip, &data, cookie, timeout)
+            .map_err(|e| {
+                NetError::io(
+                    format!("connecting the {} data path to {data_ip}", spec.transport),
+                    e,
+                )
+            })?
+    };
     let server_granted = match ctl.request(
         ClientMsg::DataReady {},
         "waiting for the data path to be bound",
@@ -140,6 +148,15 @@ pub fn run(
     sink.started(&result);
 
     let run_start = Instant::now();
+    let connector = Connector {
+        factory,
+        setup: &setup,
+        knobs: &spec.client_knobs,
+        ip: data_ip,
+        data: &data,
+        cookie,
+        timeout,
+    };
     let mut m = Measurer {
         ctl: &mut ctl,
         ep: ep.as_mut(),
@@ -151,32 +168,27 @@ pub fn run(
         prev_rep_ns: None,
         loss_timeout: Duration::from_millis(500),
         totals: DatagramTotals::default(),
+        connector: &connector,
     };
-    let mut error = None;
-    for (i, &size) in spec.sizes.iter().enumerate() {
-        if ctx.interrupt.load(Ordering::Relaxed) {
-            error = Some(NetError::Interrupted);
-            break;
-        }
-        sink.measuring(i, size);
-        match m.point(size) {
-            Ok(p) => {
-                let slow = spec.stop_after_transfer_ns > 0
-                    && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
-                result.points.push(p);
-                sink.point(&result);
-                if slow && i + 1 < spec.sizes.len() {
-                    result.message = Some(format!(
-                        "sweep stopped after {size} bytes: one transfer took over {:.1} s",
-                        spec.stop_after_transfer_ns as f64 / 1e9
-                    ));
-                    break;
-                }
-            }
-            Err(e) => {
-                error = Some(e);
-                break;
-            }
+    let mut error = sweep(&mut m, &spec.sizes, &mut result, sink, ctx.interrupt);
+    if error.is_none() && spec.refine {
+        // Re-sweep finely around what detection found, then detect again on every point.
+        let measured: Vec<u64> = result.points.iter().map(|p| p.size).collect();
+        let found = crate::anomaly::detect(&result.points);
+        let mut extra = crate::anomaly::refine_sizes(&found, &measured);
+        extra.truncate(MAX_REFINE_SIZES);
+        if !extra.is_empty() {
+            let refined = extra.len();
+            error = sweep(&mut m, &extra, &mut result, sink, ctx.interrupt);
+            result.points.sort_by_key(|p| p.size);
+            let note = format!(
+                "--refine: {refined} sizes added around {} suspected anomalies",
+                found.len()
+            );
+            result.message = Some(match result.message.take() {
+                Some(m) => format!("{m}; {note}"),
+                None => note,
+            });
         }
     }
     if m.ep.is_datagram() {
@@ -199,6 +211,44 @@ pub fn run(
     result.summarise(run_start.elapsed().as_nanos() as u64);
     sink.finished(&result);
     Ok(RunOutcome { result, error })
+}
+
+/// Most sizes `--refine` adds to a run.
+pub const MAX_REFINE_SIZES: usize = 256;
+
+/// Measures `sizes` in order, appending each point to `result` and handing it to the sink.
+/// Returns the error that stopped it, if any.
+fn sweep(
+    m: &mut Measurer<'_>,
+    sizes: &[u64],
+    result: &mut RunResult,
+    sink: &mut dyn RunSink,
+    interrupt: &AtomicBool,
+) -> Option<NetError> {
+    let spec = m.spec;
+    for (i, &size) in sizes.iter().enumerate() {
+        if interrupt.load(Ordering::Relaxed) {
+            return Some(NetError::Interrupted);
+        }
+        sink.measuring(i, size);
+        match m.point(size) {
+            Ok(p) => {
+                let slow = spec.stop_after_transfer_ns > 0
+                    && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
+                result.points.push(p);
+                sink.point(result);
+                if slow && i + 1 < sizes.len() {
+                    result.message = Some(format!(
+                        "sweep stopped after {size} bytes: one transfer took over {:.1} s",
+                        spec.stop_after_transfer_ns as f64 / 1e9
+                    ));
+                    return None;
+                }
+            }
+            Err(e) => return Some(e),
+        }
+    }
+    None
 }
 
 /// Time of one transfer in a point: RTT/2 for pingpong, time per message for stream.
@@ -236,6 +286,32 @@ struct Measurer<'a> {
     loss_timeout: Duration,
     /// Every datagram of the run, warm-ups included, per direction.
     totals: DatagramTotals,
+    /// Opens fresh data connections (crr).
+    connector: &'a Connector<'a>,
+}
+
+/// Everything needed to open one more data connection to the server.
+struct Connector<'a> {
+    factory: &'a dyn TransportFactory,
+    setup: &'a SessionSetup,
+    knobs: &'a Knobs,
+    ip: IpAddr,
+    data: &'a DataEndpoint,
+    cookie: u64,
+    timeout: Duration,
+}
+
+impl Connector<'_> {
+    fn connect(&self) -> std::io::Result<Box<dyn Endpoint>> {
+        self.factory.connect(
+            self.setup,
+            self.knobs,
+            self.ip,
+            self.data,
+            self.cookie,
+            self.timeout,
+        )
+    }
 }
 
 impl Measurer<'_> {
@@ -320,7 +396,140 @@ impl Measurer<'_> {
         match self.spec.pattern {
             Pattern::Pingpong => self.pingpong_point(size),
             Pattern::Stream => self.stream_point(size),
+            Pattern::Crr => self.crr_point(size),
         }
+    }
+
+    fn crr_point(&mut self, size: u64) -> Result<PointResult, NetError> {
+        let point_start = Instant::now();
+        let spec = self.spec;
+        let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
+        let mut tx = MessageBuffer::new(size as usize, offset);
+        let mut rx = MessageBuffer::new(size as usize, offset);
+        let mut connect_hist = LatencyHistogram::new();
+        let mut txn_hist = LatencyHistogram::new();
+        let trial_ns = spec.trial_time_ns as f64;
+        let mut reps = match self.prev_rep_ns {
+            Some(t) => ((trial_ns / 4.0) / t).clamp(1.0, 1e7) as u64,
+            None => 2,
+        };
+        // Warm-up and calibration, as for pingpong.
+        let mut rep_ns;
+        loop {
+            let conn = self.connector;
+            let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
+            let (ch, th) = (&mut connect_hist, &mut txn_hist);
+            let out = self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: reps,
+                    duration_ns: 0,
+                    warmup: true,
+                },
+                |_, _| {
+                    let t = crr::client_trial(&mut || conn.connect(), tx_b, rx_b, reps, ch, th)?;
+                    Ok((t.counters.clone(), t))
+                },
+            )?;
+            rep_ns = out.wall_ns as f64 / reps as f64;
+            if !spec.warmup || out.wall_ns as f64 >= trial_ns / 8.0 || reps >= 1 << 24 {
+                break;
+            }
+            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0)
+                as u64;
+        }
+        connect_hist.reset();
+        txn_hist.reset();
+        let reps = (trial_ns / rep_ns.max(1.0)).clamp(1.0, 1e7) as u64;
+        let (mut means, mut connect_means) = (Vec::new(), Vec::new());
+        let mut best = f64::INFINITY;
+        let mut client_sum = SideCounters::default();
+        let mut server_sum = SideCounters::default();
+        let mut placement = Placement::default();
+        let mut notes = Vec::new();
+        let mut wall_sum = 0u64;
+        let budget = Duration::from_nanos(spec.max_point_time_ns);
+        let stop_reason = loop {
+            let conn = self.connector;
+            let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
+            let (ch, th) = (&mut connect_hist, &mut txn_hist);
+            let out = self.trial(
+                TrialSpec {
+                    size,
+                    repetitions: reps,
+                    duration_ns: 0,
+                    warmup: false,
+                },
+                |_, _| {
+                    let t = crr::client_trial(&mut || conn.connect(), tx_b, rx_b, reps, ch, th)?;
+                    Ok((t.counters.clone(), t))
+                },
+            )?;
+            let t = &out.extra;
+            if t.completed > 0 {
+                let m = t.txn_sum_ns as f64 / t.completed as f64;
+                means.push(m);
+                best = best.min(m);
+                connect_means.push(t.connect_sum_ns as f64 / t.completed as f64);
+            }
+            add(&mut client_sum, &out.client);
+            add(&mut server_sum, &out.server);
+            placement.observe(cpus(&out.client), cpus(&out.server));
+            wall_sum += out.wall_ns;
+            if out.server.timed_out {
+                notes.push("the server timed out waiting for a connection".into());
+            }
+            let n = means.len() as u32;
+            if n >= spec.min_trials {
+                if ci95(&means).is_some_and(|c| c.relative <= spec.precision) {
+                    break StopReason::Precision;
+                }
+                if n >= spec.max_trials {
+                    break StopReason::MaxTrials;
+                }
+            }
+            if point_start.elapsed() >= budget && n >= 2 || point_start.elapsed() >= budget * 4 {
+                break StopReason::TimeBudget;
+            }
+        };
+        self.prev_rep_ns = Some(txn_hist.mean());
+        if client_sum.messages_sent != server_sum.messages_received {
+            notes.push(format!(
+                "the client completed {} connections but the server accepted {}",
+                client_sum.messages_sent, server_sum.messages_received
+            ));
+        }
+        // Throughput as for pingpong: request bytes per half transaction.
+        let throughput = rate_from_times(size as f64, &means, best);
+        let per_sec: Vec<f64> = means.iter().map(|m| 1e9 / m).collect();
+        let achieved = finite(throughput.relative_ci());
+        let moved = client_sum.bytes_sent + client_sum.bytes_received;
+        Ok(PointResult {
+            size,
+            trials: means.len() as u32,
+            repetitions: reps,
+            elapsed_ns: point_start.elapsed().as_nanos() as u64,
+            throughput_mbps: throughput,
+            latency: None,
+            crr: Some(Crr {
+                connect_ns: distribution(&connect_hist, &connect_means, 1.0),
+                transaction_ns: distribution(&txn_hist, &means, 1.0),
+                transactions_per_sec: estimate(&per_sec),
+                connections: client_sum.messages_sent,
+                server_accepted: server_sum.messages_received,
+            }),
+            sender_mbps: None,
+            receiver_mbps: None,
+            loss: None,
+            client: totals(&client_sum, wall_sum, moved),
+            server: totals(&server_sum, wall_sum, moved),
+            precision_target: spec.precision,
+            precision_met: achieved.is_some_and(|a| a <= spec.precision),
+            precision_achieved: achieved,
+            stop_reason,
+            notes: with_placement_note(notes, &placement),
+            placement,
+        })
     }
 
     fn pingpong_point(&mut self, size: u64) -> Result<PointResult, NetError> {
@@ -491,6 +700,7 @@ impl Measurer<'_> {
             repetitions: reps,
             elapsed_ns: point_start.elapsed().as_nanos() as u64,
             throughput_mbps: throughput,
+            crr: None,
             latency: Some(Latency {
                 rtt_ns: rtt,
                 half_rtt_ns: half,
@@ -630,6 +840,7 @@ impl Measurer<'_> {
             elapsed_ns: point_start.elapsed().as_nanos() as u64,
             throughput_mbps: rx,
             latency: None,
+            crr: None,
             sender_mbps: Some(estimate(&sender)),
             receiver_mbps: Some(rx),
             loss: datagram.then_some(loss),

@@ -129,6 +129,21 @@ pub struct Latency {
     pub half_rtt_ns: Distribution,
 }
 
+/// A crr point: every transaction opened its own connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Crr {
+    /// Connection setup: socket creation, knobs and the handshake, nanoseconds.
+    pub connect_ns: Distribution,
+    /// The whole transaction: connect, request, response, close, nanoseconds.
+    pub transaction_ns: Distribution,
+    /// Transactions per second (from the mean transaction time of each trial).
+    pub transactions_per_sec: Estimate,
+    /// Connections the client completed and the server accepted in the timed trials.
+    pub connections: u64,
+    pub server_accepted: u64,
+}
+
 /// Datagram loss accounting of one point (summed over its timed trials).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -282,6 +297,9 @@ pub struct PointResult {
     /// Stream: rate at which the receiver got bytes, Mbit/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receiver_mbps: Option<Estimate>,
+    /// Connect/request/response/close: connection setup and transaction times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crr: Option<Crr>,
     /// Datagram transports: loss, reordering, duplicates, jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Loss>,

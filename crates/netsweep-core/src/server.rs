@@ -2,12 +2,12 @@
 //! is told "busy"), and runs each trial's data loop on a dedicated data thread.
 
 use crate::control::ServerControl;
-use crate::endpoint::{pool_stride, Endpoint, Slots, TransportFactory};
+use crate::endpoint::{pool_stride, DataListener, Endpoint, NoEndpoint, Slots, TransportFactory};
 use crate::error::NetError;
 use crate::hostinfo;
 use crate::meter::{pin_current_thread, TrialMeter};
 use crate::pattern::dgram::DgramAccount;
-use crate::pattern::{pingpong, stream, TrialSignals, SLICE};
+use crate::pattern::{crr, pingpong, stream, TrialSignals, SLICE};
 use crate::spec::{Pattern, Transport, DGRAM_HEADER};
 use netsweep_proto::messages::{ClientMsg, DataEndpoint, ServerMsg, SideCounters, TrialSpec};
 use std::io;
@@ -216,18 +216,23 @@ impl Session {
             cookie,
             data,
         })?;
-        // Accept before waiting for data_ready: a datagram client waits for our
+        // crr opens a connection per transaction: keep the listener for the data thread.
+        // Otherwise accept before waiting for data_ready: a datagram client waits for our
         // acknowledgement of its cookie before it says data_ready.
-        let mut ep = match listener.accept(cookie, timeout) {
-            Ok(ep) => ep,
-            Err(e) => {
-                return refuse(
-                    &mut ctl,
-                    format!("the client's data connection did not arrive: {e}"),
-                )
-            }
-        };
-        drop(listener);
+        let (mut ep, crr_listener): (Box<dyn Endpoint>, Option<Box<dyn DataListener>>) =
+            if pattern == Pattern::Crr {
+                (Box::new(NoEndpoint), Some(listener))
+            } else {
+                match listener.accept(cookie, timeout) {
+                    Ok(ep) => (ep, None),
+                    Err(e) => {
+                        return refuse(
+                            &mut ctl,
+                            format!("the client's data connection did not arrive: {e}"),
+                        )
+                    }
+                }
+            };
         match ctl.recv("waiting for data_ready", timeout)? {
             ClientMsg::DataReady {} => {}
             _ => return Err(NetError::Refused("expected data_ready".into())),
@@ -257,8 +262,18 @@ impl Session {
                     let _ = pin_tx.send(pinned);
                     if ok {
                         data_loop(
-                            ep, pattern, max, batch, offset, pool, cookie, timeout, &signals,
-                            cmd_rx, res_tx,
+                            ep,
+                            crr_listener,
+                            pattern,
+                            max,
+                            batch,
+                            offset,
+                            pool,
+                            cookie,
+                            timeout,
+                            &signals,
+                            cmd_rx,
+                            res_tx,
                         );
                     }
                 })
@@ -378,6 +393,7 @@ fn check_trial(
 #[allow(clippy::too_many_arguments)]
 fn data_loop(
     mut ep: Box<dyn Endpoint>,
+    mut crr_listener: Option<Box<dyn DataListener>>,
     pattern: Pattern,
     max_size: usize,
     batch: usize,
@@ -421,6 +437,17 @@ fn data_loop(
                     idle,
                 )
             }
+            Pattern::Crr => match crr_listener.as_mut() {
+                Some(l) => crr::server_trial(
+                    l.as_mut(),
+                    cookie,
+                    &mut buf.as_mut()[..slot],
+                    spec.size as usize,
+                    signals,
+                    idle,
+                ),
+                None => Err(io::Error::other("crr session without a listener")),
+            },
             Pattern::Stream => {
                 account.set_cookie(trial_cookie(cookie, trial));
                 stream::receiver_trial(

@@ -20,6 +20,9 @@ pub enum Transport {
     Mptcp,
     /// UDP-Lite (IPPROTO_UDPLITE, RFC 3828).
     Udplite,
+    /// Two endpoints on one host copying through a shared-memory ring (no kernel on the data
+    /// path): the in-host memcpy ceiling, NetPIPE's memcpy module. A byte stream.
+    Shm,
 }
 
 /// Bytes of the netsweep header inside every `packet` frame (session tag, direction, payload
@@ -28,7 +31,7 @@ pub const PACKET_HEADER: u64 = 8;
 
 impl Transport {
     /// Every transport this build knows, in listing order.
-    pub const ALL: [Transport; 8] = [
+    pub const ALL: [Transport; 9] = [
         Transport::Tcp,
         Transport::Udp,
         Transport::UnixStream,
@@ -37,6 +40,7 @@ impl Transport {
         Transport::Packet,
         Transport::Mptcp,
         Transport::Udplite,
+        Transport::Shm,
     ];
 
     /// The name used on the command line, on the wire and in results.
@@ -50,6 +54,7 @@ impl Transport {
             Transport::Packet => "packet",
             Transport::Mptcp => "mptcp",
             Transport::Udplite => "udplite",
+            Transport::Shm => "shm",
         }
     }
 
@@ -64,6 +69,7 @@ impl Transport {
             "packet" => Some(Transport::Packet),
             "mptcp" => Some(Transport::Mptcp),
             "udplite" | "udp-lite" => Some(Transport::Udplite),
+            "shm" | "memcpy" => Some(Transport::Shm),
             _ => None,
         }
     }
@@ -101,7 +107,7 @@ impl Transport {
             // A 1500-byte Ethernet MTU minus the netsweep frame header; the real limit is the
             // interface MTU, checked when the data path opens.
             Transport::Packet => 1500 - PACKET_HEADER,
-            Transport::Tcp | Transport::UnixStream | Transport::Mptcp => 8 << 20,
+            Transport::Tcp | Transport::UnixStream | Transport::Mptcp | Transport::Shm => 8 << 20,
         }
     }
 
@@ -121,14 +127,20 @@ impl Transport {
     /// The apis this transport supports, `basic` first.
     pub fn apis(self) -> &'static [Api] {
         match self {
-            Transport::Tcp => &[Api::Basic, Api::Zerocopy, Api::Sendfile, Api::Splice],
+            Transport::Tcp => &[
+                Api::Basic,
+                Api::Zerocopy,
+                Api::Sendfile,
+                Api::Splice,
+                Api::Uring,
+            ],
             Transport::Mptcp => &[Api::Basic, Api::Sendfile],
-            Transport::Udp => &[Api::Basic, Api::Mmsg, Api::Zerocopy],
+            Transport::Udp => &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring],
             Transport::Udplite | Transport::UnixDgram | Transport::Packet => {
                 &[Api::Basic, Api::Mmsg]
             }
             Transport::UnixStream => &[Api::Basic, Api::Splice],
-            Transport::UnixSeqpacket => &[Api::Basic],
+            Transport::UnixSeqpacket | Transport::Shm => &[Api::Basic],
         }
     }
 
@@ -141,6 +153,20 @@ impl Transport {
                 api.name(),
                 apis.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
             ));
+        }
+        if pattern == Pattern::Crr
+            && (self.is_datagram()
+                || !matches!(
+                    self,
+                    Transport::Tcp | Transport::Mptcp | Transport::UnixStream
+                ))
+        {
+            return Err(format!(
+                "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream), not {self}"
+            ));
+        }
+        if pattern == Pattern::Crr && api != Api::Basic {
+            return Err("--pattern crr uses --api basic (one connection per transaction)".into());
         }
         if api == Api::Splice && pattern != Pattern::Stream {
             return Err(format!(
@@ -171,15 +197,19 @@ pub enum Api {
     Sendfile,
     /// splice(2) socket → pipe → /dev/null on the stream receiver.
     Splice,
+    /// io_uring: one submission per message, or a batch of `--batch` SQEs per
+    /// io_uring_enter(2) (stream); `calls` counts io_uring_enter calls.
+    Uring,
 }
 
 impl Api {
-    pub const ALL: [Api; 5] = [
+    pub const ALL: [Api; 6] = [
         Api::Basic,
         Api::Mmsg,
         Api::Zerocopy,
         Api::Sendfile,
         Api::Splice,
+        Api::Uring,
     ];
 
     pub fn name(self) -> &'static str {
@@ -189,6 +219,7 @@ impl Api {
             Api::Zerocopy => "zerocopy",
             Api::Sendfile => "sendfile",
             Api::Splice => "splice",
+            Api::Uring => "uring",
         }
     }
 
@@ -199,6 +230,7 @@ impl Api {
             "zerocopy" | "msg-zerocopy" => Some(Api::Zerocopy),
             "sendfile" => Some(Api::Sendfile),
             "splice" => Some(Api::Splice),
+            "uring" | "io-uring" | "io_uring" => Some(Api::Uring),
             _ => None,
         }
     }
@@ -218,15 +250,19 @@ pub enum Pattern {
     Pingpong,
     /// One way, client to server, as fast as the stack accepts.
     Stream,
+    /// Connect, request, response, close: one new connection per transaction (netperf
+    /// TCP_CRR). Measures connection setup as well as the exchange.
+    Crr,
 }
 
 impl Pattern {
-    pub const ALL: [Pattern; 2] = [Pattern::Pingpong, Pattern::Stream];
+    pub const ALL: [Pattern; 3] = [Pattern::Pingpong, Pattern::Stream, Pattern::Crr];
 
     pub fn name(self) -> &'static str {
         match self {
             Pattern::Pingpong => "pingpong",
             Pattern::Stream => "stream",
+            Pattern::Crr => "crr",
         }
     }
 
@@ -234,6 +270,7 @@ impl Pattern {
         match s {
             "pingpong" | "pp" | "rr" => Some(Pattern::Pingpong),
             "stream" => Some(Pattern::Stream),
+            "crr" => Some(Pattern::Crr),
             _ => None,
         }
     }
@@ -298,6 +335,9 @@ pub struct RunSpec {
     pub stop_after_transfer_ns: u64,
     /// Inactivity limit on every wait for the peer, nanoseconds.
     pub timeout_ns: u64,
+    /// After the sweep, measure finely around suspected anomalies (`--refine`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refine: bool,
     /// Knobs applied on the client's endpoint.
     pub client_knobs: Knobs,
     /// Knobs applied on the server's endpoint.
@@ -322,6 +362,7 @@ impl RunSpec {
             warmup: true,
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,
+            refine: false,
             client_knobs: Knobs::default(),
             server_knobs: Knobs::default(),
         }
@@ -415,6 +456,23 @@ mod tests {
         for t in Transport::ALL {
             assert_eq!(t.apis()[0], Api::Basic);
         }
+    }
+
+    #[test]
+    fn uring_and_shm_are_known() {
+        assert_eq!(Api::parse("io_uring"), Some(Api::Uring));
+        assert_eq!(Transport::parse("shm"), Some(Transport::Shm));
+        for t in [Transport::Tcp, Transport::Udp] {
+            assert_eq!(t.check_api(Api::Uring, Pattern::Stream), Ok(()));
+            assert_eq!(t.check_api(Api::Uring, Pattern::Pingpong), Ok(()));
+        }
+        let s = Transport::Shm;
+        assert!(!s.is_datagram() && !s.is_ip() && s.max_message(false).is_none());
+        assert_eq!(s.default_ceiling(), 8 << 20);
+        assert!(s
+            .check_api(Api::Uring, Pattern::Stream)
+            .unwrap_err()
+            .contains("supports basic"));
     }
 
     #[test]

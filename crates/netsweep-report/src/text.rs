@@ -41,6 +41,17 @@ fn columns(s: &RunSpec) -> String {
             },
             "(latency is RTT/2)"
         ),
+        Pattern::Crr => format!(
+            "{:>9} {:>9} {:>12} {:>10} {:>10} {:>10} {:>8}  {}\n",
+            "bytes",
+            "reps",
+            "connect µs",
+            "txn p50",
+            "txn p99",
+            "trans/s",
+            "± CI",
+            "(connect, request, response, close; µs)"
+        ),
         Pattern::Stream => format!(
             "{:>9} {:>12} {:>12} {:>8}{}\n",
             "bytes",
@@ -91,6 +102,19 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
                 units::us(l.half_rtt_ns.p50),
                 units::us(l.half_rtt_ns.p99),
                 units::mbps(p.throughput_mbps.mean),
+                ci
+            )
+        }
+        Pattern::Crr => {
+            let c = p.crr.unwrap_or_default();
+            format!(
+                "{:>9} {:>9} {:>12} {:>10} {:>10} {:>10.0} {:>8}",
+                p.size,
+                p.repetitions,
+                units::us(c.connect_ns.p50),
+                units::us(c.transaction_ns.p50),
+                units::us(c.transaction_ns.p99),
+                c.transactions_per_sec.mean,
                 ci
             )
         }

@@ -6,8 +6,9 @@ use crate::basic::{BasicEndpoint, Conn, ConnListener};
 use crate::mmsg::MmsgEndpoint;
 use crate::sendfile::SendfileEndpoint;
 use crate::splice::SpliceEndpoint;
+use crate::uring::UringEndpoint;
 use crate::zerocopy::ZerocopyEndpoint;
-use crate::{ip, packet, unix};
+use crate::{ip, packet, shm, unix};
 use netsweep_core::endpoint::{DataListener, Endpoint, TransportFactory};
 use netsweep_core::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
@@ -70,6 +71,7 @@ pub fn wrap(conn: Conn, api: Api, side: Side) -> io::Result<Box<dyn Endpoint>> {
         (Api::Basic, _) => Box::new(BasicEndpoint::new(conn)),
         (Api::Mmsg, _) => Box::new(MmsgEndpoint::new(conn)),
         (Api::Zerocopy, _) => Box::new(ZerocopyEndpoint::new(conn)?),
+        (Api::Uring, _) => Box::new(UringEndpoint::new(conn)?),
         (Api::Sendfile, Side::Client) => Box::new(SendfileEndpoint::new(conn)),
         (Api::Splice, Side::Server) => Box::new(SpliceEndpoint::new(conn)),
         (Api::Sendfile, Side::Server) => {
@@ -123,6 +125,7 @@ impl TransportFactory for Registry {
                     api == Api::Mmsg,
                 )?))
             }
+            Transport::Shm => return Ok(Box::new(shm::ShmListener::open(setup)?)),
         };
         Ok(Box::new(ApiListener { inner, api }))
     }
@@ -141,7 +144,7 @@ impl TransportFactory for Registry {
             data.path.as_deref().map(Path::new).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
-                    "the server sent no socket path for a unix transport",
+                    "the server sent no path for a unix or shm transport",
                 )
             })
         };
@@ -168,6 +171,7 @@ impl TransportFactory for Registry {
                     api == Api::Mmsg,
                 )
             }
+            Transport::Shm => return shm::connect(path()?, knobs, cookie, timeout),
         };
         wrap(conn, api, Side::Client)
     }
@@ -207,6 +211,9 @@ fn try_socket(t: Transport) -> Result<socket2::Socket, String> {
             // Opened only to check; never bound, so it receives nothing.
             Socket::new(Domain::PACKET, Type::RAW, None)
         }
+        Transport::Shm => {
+            return Err("shm has no socket (an internal error: probe it with shm::probe)".into())
+        }
     };
     r.map_err(|e| match t {
         Transport::Mptcp | Transport::Udplite => e.to_string(),
@@ -217,11 +224,15 @@ fn try_socket(t: Transport) -> Result<socket2::Socket, String> {
 /// Tries to open a socket of the transport's kind (AF_PACKET checks CAP_NET_RAW; MPTCP
 /// reports net.mptcp.enabled).
 pub fn probe(t: Transport) -> Probe {
+    if t == Transport::Shm {
+        return result(t, Api::Basic, shm::probe());
+    }
     result(t, Api::Basic, try_socket(t).map(drop))
 }
 
 /// Tries the api on the transport: opens the socket and sets what the api needs
-/// (SO_ZEROCOPY, a memfd, a pipe and /dev/null).
+/// (SO_ZEROCOPY, a memfd, a pipe and /dev/null, an io_uring with its opcodes; for shm, a
+/// mapped shared-memory file).
 pub fn probe_api(t: Transport, api: Api) -> Probe {
     let r = (|| {
         if !t.apis().contains(&api) {
@@ -235,9 +246,13 @@ pub fn probe_api(t: Transport, api: Api) -> Probe {
                     .join(", ")
             ));
         }
+        if t == Transport::Shm {
+            return shm::probe();
+        }
         let sock = try_socket(t)?;
         match api {
             Api::Basic | Api::Mmsg => Ok(()),
+            Api::Uring => crate::uring::probe(),
             Api::Zerocopy => {
                 use std::os::fd::AsRawFd;
                 crate::zerocopy::enable(sock.as_raw_fd()).map_err(|e| e.to_string())

@@ -1,6 +1,7 @@
 //! Traffic patterns over an [`Endpoint`](crate::endpoint::Endpoint): the timed loops of each
 //! side. Nothing here allocates, logs, locks or touches the control connection.
 
+pub mod crr;
 pub mod dgram;
 pub mod pingpong;
 pub mod stream;

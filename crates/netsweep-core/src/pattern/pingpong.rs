@@ -88,6 +88,7 @@ pub fn client_trial(
                         t.lost += 1;
                         break;
                     }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) => return Err(e),
                 }
             }
@@ -180,6 +181,7 @@ pub fn server_trial(
                     break;
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }

@@ -146,6 +146,7 @@ pub fn receiver_trial(
                     break;
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
     }
