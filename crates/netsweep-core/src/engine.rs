@@ -446,6 +446,7 @@ impl Measurer<'_> {
         let mut client_sum = SideCounters::default();
         let mut server_sum = SideCounters::default();
         let mut placement = Placement::default();
+        let mut timed = 0u32;
         let mut notes = Vec::new();
         let mut wall_sum = 0u64;
         let budget = Duration::from_nanos(spec.max_point_time_ns);
@@ -474,6 +475,7 @@ impl Measurer<'_> {
             }
             add(&mut client_sum, &out.client);
             add(&mut server_sum, &out.server);
+            timed += 1;
             placement.observe(cpus(&out.client), cpus(&out.server));
             wall_sum += out.wall_ns;
             if out.server.timed_out {
@@ -521,8 +523,8 @@ impl Measurer<'_> {
             sender_mbps: None,
             receiver_mbps: None,
             loss: None,
-            client: totals(&client_sum, wall_sum, moved),
-            server: totals(&server_sum, wall_sum, moved),
+            client: totals(&client_sum, wall_sum, moved, timed),
+            server: totals(&server_sum, wall_sum, moved, timed),
             precision_target: spec.precision,
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
@@ -615,6 +617,7 @@ impl Measurer<'_> {
         let mut server_sum = SideCounters::default();
         let (mut wall_sum, mut lost, mut late, mut sent) = (0u64, 0u64, 0u64, 0u64);
         let mut placement = Placement::default();
+        let mut timed = 0u32;
         let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let seq0 = self.seq;
@@ -644,6 +647,7 @@ impl Measurer<'_> {
             }
             add(&mut client_sum, &out.client);
             add(&mut server_sum, &out.server);
+            timed += 1;
             placement.observe(cpus(&out.client), cpus(&out.server));
             wall_sum += out.wall_ns;
             if out.server.timed_out {
@@ -708,8 +712,8 @@ impl Measurer<'_> {
             sender_mbps: None,
             receiver_mbps: None,
             loss,
-            client: totals(&client_sum, wall_sum, moved),
-            server: totals(&server_sum, wall_sum, moved),
+            client: totals(&client_sum, wall_sum, moved, timed),
+            server: totals(&server_sum, wall_sum, moved, timed),
             precision_target: spec.precision,
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
@@ -762,6 +766,7 @@ impl Measurer<'_> {
         let mut jitters = Vec::new();
         let mut wall_sum = 0u64;
         let mut placement = Placement::default();
+        let mut timed = 0u32;
         let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let out = self.trial(
@@ -785,9 +790,8 @@ impl Measurer<'_> {
             )?;
             let (c, s) = (&out.client, &out.server);
             sender.push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
-            let rx_bytes = s.bytes_received.saturating_sub(s.first_recv_bytes);
             if s.recv_span_ns > 0 {
-                receiver.push(bits_per_ns_to_mbps(rx_bytes, s.recv_span_ns));
+                receiver.push(bits_per_ns_to_mbps(s.bytes_received, s.recv_span_ns));
             } else {
                 receiver.push(0.0);
             }
@@ -805,6 +809,7 @@ impl Measurer<'_> {
             }
             add(&mut client_sum, c);
             add(&mut server_sum, s);
+            timed += 1;
             placement.observe(cpus(c), cpus(s));
             wall_sum += out.wall_ns;
             let n = receiver.len() as u32;
@@ -844,8 +849,8 @@ impl Measurer<'_> {
             sender_mbps: Some(estimate(&sender)),
             receiver_mbps: Some(rx),
             loss: datagram.then_some(loss),
-            client: totals(&client_sum, wall_sum, client_sum.bytes_sent),
-            server: totals(&server_sum, wall_sum, server_sum.bytes_received),
+            client: totals(&client_sum, wall_sum, client_sum.bytes_sent, timed),
+            server: totals(&server_sum, wall_sum, server_sum.bytes_received, timed),
             precision_target: spec.precision,
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
@@ -904,7 +909,6 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     sum.zerocopy_copied += c.zerocopy_copied;
     sum.tcp_retransmits = add_opt(sum.tcp_retransmits, c.tcp_retransmits);
     sum.tcp_dsacks = add_opt(sum.tcp_dsacks, c.tcp_dsacks);
-    sum.recv_span_ns += 1; // counts trials, for the busy average
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -914,9 +918,10 @@ fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64) -> SideTotals {
+/// One side's totals over `trials` timed trials lasting `wall_ns` in all.
+fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> SideTotals {
     let cpu = (c.cpu_user_ns + c.cpu_sys_ns) as f64;
-    let trials = c.recv_span_ns.max(1) as f64;
+    let trials = trials.max(1) as f64;
     SideTotals {
         bytes_sent: c.bytes_sent,
         bytes_received: c.bytes_received,

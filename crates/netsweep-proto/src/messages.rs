@@ -175,9 +175,9 @@ pub struct SideCounters {
     pub recv_calls: u64,
     /// Nanoseconds from this side's first data call to its last, as this side timed them.
     pub active_ns: u64,
-    /// Bytes received by the first receive of the trial (excluded from receiver rate).
+    /// Bytes received by the first receive of the trial (a backlog indicator).
     pub first_recv_bytes: u64,
-    /// Nanoseconds from the first receive's return to the last receive's return.
+    /// Nanoseconds from the moment the receiver was armed to its last receive's return.
     pub recv_span_ns: u64,
     /// CPU time of the data thread during the trial.
     pub cpu_user_ns: u64,
