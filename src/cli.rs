@@ -50,7 +50,9 @@ pub struct RunArgs {
     #[arg(value_name = "HOST[:PORT]")]
     pub host: Option<String>,
 
-    /// Transport under test: tcp, udp, unix-stream (or unix), unix-dgram.
+    /// Transport under test: tcp, udp, unix-stream (or unix), unix-dgram, unix-seqpacket,
+    /// packet (raw Ethernet), mptcp, udplite, shm (shared-memory ring). `netsweep list` shows
+    /// which work here.
     #[arg(short, long, default_value = "tcp")]
     pub transport: String,
 
@@ -58,7 +60,8 @@ pub struct RunArgs {
     #[arg(short, long, default_value = "pingpong")]
     pub pattern: String,
 
-    /// How data is handed to the stack.
+    /// How data is handed to the stack: basic, mmsg, zerocopy, sendfile, splice, uring
+    /// (each transport supports a subset: see `netsweep list`).
     #[arg(long, default_value = "basic")]
     pub api: String,
 
