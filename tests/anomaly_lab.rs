@@ -6,8 +6,6 @@ mod common;
 use common::*;
 use netsweep_lab::testing::{can_build_labs, lock, run_id};
 use netsweep_lab::{Lab, Topology};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 // IP total lengths 1000..=1300 go through a 5 Mbit/s class (UDP payloads 972..=1272); the
 // rest of the 200 Mbit/s link is the sender-limited trend around it.
@@ -31,21 +29,7 @@ fn a_shaped_size_band_is_found_as_a_dip_and_marked() {
     let _l = lock().unwrap();
     let lab = Lab::up(&Topology::parse(BAND).unwrap(), &run_id("band")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
-    let mut server = lab
-        .command(
-            "server",
-            &[bin(), "serve", "--bind", "0.0.0.0", "--port", "7200", "-q"],
-        )
-        .unwrap()
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !netsweep_lab::runner::listening(server.id(), 7200) {
-        assert!(Instant::now() < deadline);
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
     let dir = scratch("band");
     let out = dir.join("band.json");
     let o = lab

@@ -8,28 +8,7 @@ use common::*;
 use netsweep_lab::testing::{can_build_labs, lock, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn serve_in(lab: &Lab, host: &str, port: u16) -> Child {
-    let p = port.to_string();
-    let child = lab
-        .command(
-            host,
-            &[bin(), "serve", "--bind", "0.0.0.0", "--port", &p, "-q"],
-        )
-        .unwrap()
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !netsweep_lab::runner::listening(child.id(), port) {
-        assert!(Instant::now() < deadline, "server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
-}
+use std::process::{Output, Stdio};
 
 fn client(lab: &Lab, target: &str, out: &std::path::Path, args: &[&str]) -> std::process::Command {
     let mut c = lab
@@ -97,8 +76,8 @@ fn priority_values_map_to_their_htb_classes_under_competing_load() {
     ];
     // Two streams at once, one per priority, competing for the 50 Mbit/s link.
     let (mut s1, mut s2) = (
-        serve_in(&lab, "server", 7201),
-        serve_in(&lab, "server", 7202),
+        serve_in(&lab, "server", "0.0.0.0", 7201),
+        serve_in(&lab, "server", "0.0.0.0", 7202),
     );
     let before = lab
         .class_stats(&lab.layout().links[0].name, "client")
@@ -182,7 +161,7 @@ fn udp_across_the_fragmentation_boundary_loses_per_fragment() {
     let _l = lock().unwrap();
     let lab = Lab::up(&Topology::parse(LOSSY_1500).unwrap(), &run_id("frag")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
-    let mut s = serve_in(&lab, "server", 7200);
+    let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
     let out = scratch("frag").join("u.json");
     // 1472 B is one frame; 2952 B (+8 UDP = 2 × 1480) is exactly two fragments.
     let o = client(
@@ -254,7 +233,7 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
     let dir = scratch("dlpi");
     let mut rows = Vec::new();
     for (t, sizes) in [("packet", "64,512,1492"), ("udp", "64,512,1472")] {
-        let mut s = serve_in(&lab, "server", 7200);
+        let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
         let out = dir.join(format!("{t}.json"));
         let o = client(
             &lab,
@@ -281,7 +260,7 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
     }
     assert_eq!(rows[0]["spec"]["family"], "link");
     // One byte past the packet payload limit is refused, naming the MTU.
-    let mut s = serve_in(&lab, "server", 7200);
+    let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
     let o = client(
         &lab,
         &format!("{addr}:7200"),

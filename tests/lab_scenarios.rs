@@ -80,27 +80,6 @@ rate = "100mbit"
 loss = { probability = 0.02, protocol = "udp", direction = "a-to-b" }
 "#;
 
-/// Starts `netsweep serve` in `host` and waits until it listens.
-fn serve_in(lab: &Lab, host: &str, addr: &str) -> std::process::Child {
-    let mut cmd = lab
-        .command(
-            host,
-            &[bin(), "serve", "--bind", addr, "--port", "7200", "-q"],
-        )
-        .unwrap();
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !netsweep_lab::runner::listening(child.id(), 7200) {
-        assert!(Instant::now() < deadline, "server did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child
-}
-
 #[test]
 fn udp_loss_equals_the_nft_drop_counter_exactly() {
     if !can_build_labs("udp_loss_equals_the_nft_drop_counter_exactly") {
@@ -110,7 +89,7 @@ fn udp_loss_equals_the_nft_drop_counter_exactly() {
     let topo = Topology::parse(LOSSY).unwrap();
     let lab = Lab::up(&topo, &run_id("loss")).unwrap();
     let server_addr = lab.address_for("client", "server").unwrap().to_string();
-    let mut server = serve_in(&lab, "server", &server_addr);
+    let mut server = serve_in(&lab, "server", &server_addr, 7200);
     let out = scratch("lossy").join("udp.json");
     let o = lab
         .command(
@@ -196,7 +175,7 @@ fn routed_and_vxlan_paths_carry_runs() {
             Some(v) => lab.address("server", v).unwrap().to_string(),
             None => lab.address_for("client", "server").unwrap().to_string(),
         };
-        let mut server = serve_in(&lab, "server", "0.0.0.0");
+        let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
         let out = scratch("paths").join(format!("{}.json", results.len()));
         let o = lab
             .command(

@@ -63,3 +63,26 @@ pub fn is_root() -> bool {
 pub fn skip(test: &str, why: &str) {
     eprintln!("\n*** SKIPPED {test}: {why} ***\n");
 }
+
+/// Starts `netsweep serve` on `bind:port` inside a lab host and waits until it listens.
+pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> std::process::Child {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let p = port.to_string();
+    let child = lab
+        .command(host, &[bin(), "serve", "--bind", bind, "--port", &p, "-q"])
+        .unwrap()
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !netsweep_lab::runner::listening(child.id(), port) {
+        assert!(
+            Instant::now() < deadline,
+            "server did not listen on {bind}:{port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}

@@ -409,10 +409,11 @@ impl Measurer<'_> {
         let mut connect_hist = LatencyHistogram::new();
         let mut txn_hist = LatencyHistogram::new();
         let trial_ns = spec.trial_time_ns as f64;
-        let mut reps = match self.prev_rep_ns {
-            Some(t) => ((trial_ns / 4.0) / t).clamp(1.0, 1e7) as u64,
-            None => 2,
+        let cal = Calibration {
+            trial_ns,
+            max_reps: 1e7,
         };
+        let mut reps = cal.first(self.prev_rep_ns);
         // Warm-up and calibration, as for pingpong.
         let mut rep_ns;
         loop {
@@ -432,15 +433,14 @@ impl Measurer<'_> {
                 },
             )?;
             rep_ns = out.wall_ns as f64 / reps as f64;
-            if !spec.warmup || out.wall_ns as f64 >= trial_ns / 8.0 || reps >= 1 << 24 {
-                break;
+            match cal.next(reps, out.wall_ns, spec.warmup) {
+                Some(more) => reps = more,
+                None => break,
             }
-            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0)
-                as u64;
         }
         connect_hist.reset();
         txn_hist.reset();
-        let reps = (trial_ns / rep_ns.max(1.0)).clamp(1.0, 1e7) as u64;
+        let reps = cal.timed(rep_ns);
         let (mut means, mut connect_means) = (Vec::new(), Vec::new());
         let mut best = f64::INFINITY;
         let mut client_sum = SideCounters::default();
@@ -449,7 +449,6 @@ impl Measurer<'_> {
         let mut timed = 0u32;
         let mut notes = Vec::new();
         let mut wall_sum = 0u64;
-        let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let conn = self.connector;
             let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
@@ -481,17 +480,8 @@ impl Measurer<'_> {
             if out.server.timed_out {
                 notes.push("the server timed out waiting for a connection".into());
             }
-            let n = means.len() as u32;
-            if n >= spec.min_trials {
-                if ci95(&means).is_some_and(|c| c.relative <= spec.precision) {
-                    break StopReason::Precision;
-                }
-                if n >= spec.max_trials {
-                    break StopReason::MaxTrials;
-                }
-            }
-            if point_start.elapsed() >= budget && n >= 2 || point_start.elapsed() >= budget * 4 {
-                break StopReason::TimeBudget;
+            if let Some(reason) = should_stop(spec, &means, point_start.elapsed()) {
+                break reason;
             }
         };
         self.prev_rep_ns = Some(txn_hist.mean());
@@ -569,10 +559,11 @@ impl Measurer<'_> {
 
         // Warm-up and calibration: grow the repetitions until a trial lasts a quarter of the
         // target, starting from the previous point's time per repetition.
-        let mut reps = match self.prev_rep_ns {
-            Some(t) => ((trial_ns / 4.0) / t).clamp(1.0, 1e9) as u64,
-            None => 2,
+        let cal = Calibration {
+            trial_ns,
+            max_reps: 1e9,
         };
+        let mut reps = cal.first(self.prev_rep_ns);
         let mut rep_ns;
         let mut corrupt = 0;
         loop {
@@ -594,11 +585,10 @@ impl Measurer<'_> {
             self.seq += reps;
             corrupt += out.extra.corrupt;
             rep_ns = out.wall_ns as f64 / reps as f64;
-            if !spec.warmup || out.wall_ns as f64 >= trial_ns / 8.0 || reps >= 1 << 30 {
-                break;
+            match cal.next(reps, out.wall_ns, spec.warmup) {
+                Some(more) => reps = more,
+                None => break,
             }
-            reps = ((trial_ns / 4.0) / rep_ns.max(1.0)).clamp(reps as f64 * 2.0, reps as f64 * 64.0)
-                as u64;
         }
         if corrupt > 0 {
             notes.push(format!(
@@ -606,7 +596,7 @@ impl Measurer<'_> {
             ));
         }
         hist.reset();
-        let reps = (trial_ns / rep_ns.max(1.0)).clamp(1.0, 1e9) as u64;
+        let reps = cal.timed(rep_ns);
 
         // Per-trial mean round-trip times. Throughput is derived from their grand mean
         // (bytes ÷ mean RTT/2, NetPIPE's figure), not averaged per trial: a mean of
@@ -618,7 +608,6 @@ impl Measurer<'_> {
         let (mut wall_sum, mut lost, mut late, mut sent) = (0u64, 0u64, 0u64, 0u64);
         let mut placement = Placement::default();
         let mut timed = 0u32;
-        let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let seq0 = self.seq;
             let out = self.trial(
@@ -653,20 +642,8 @@ impl Measurer<'_> {
             if out.server.timed_out {
                 notes.push("the server timed out waiting for a request".into());
             }
-            let n = means.len() as u32;
-            if n >= spec.min_trials {
-                if ci95(&means).is_some_and(|c| c.relative <= spec.precision) {
-                    break StopReason::Precision;
-                }
-                if n >= spec.max_trials {
-                    break StopReason::MaxTrials;
-                }
-            }
-            if point_start.elapsed() >= budget && n >= 2 {
-                break StopReason::TimeBudget;
-            }
-            if point_start.elapsed() >= budget * 4 {
-                break StopReason::TimeBudget;
+            if let Some(reason) = should_stop(spec, &means, point_start.elapsed()) {
+                break reason;
             }
         };
         if hist.count() > 0 {
@@ -767,7 +744,6 @@ impl Measurer<'_> {
         let mut wall_sum = 0u64;
         let mut placement = Placement::default();
         let mut timed = 0u32;
-        let budget = Duration::from_nanos(spec.max_point_time_ns);
         let stop_reason = loop {
             let out = self.trial(
                 TrialSpec {
@@ -812,20 +788,8 @@ impl Measurer<'_> {
             timed += 1;
             placement.observe(cpus(c), cpus(s));
             wall_sum += out.wall_ns;
-            let n = receiver.len() as u32;
-            if n >= spec.min_trials {
-                if ci95(&receiver).is_some_and(|c| c.relative <= spec.precision) {
-                    break StopReason::Precision;
-                }
-                if n >= spec.max_trials {
-                    break StopReason::MaxTrials;
-                }
-            }
-            if point_start.elapsed() >= budget && n >= 2 {
-                break StopReason::TimeBudget;
-            }
-            if point_start.elapsed() >= budget * 4 {
-                break StopReason::TimeBudget;
+            if let Some(reason) = should_stop(spec, &receiver, point_start.elapsed()) {
+                break reason;
             }
         };
         if datagram {
@@ -859,6 +823,59 @@ impl Measurer<'_> {
             placement,
         })
     }
+}
+
+/// NetPIPE-style calibration of repetitions per trial: start from the previous point's time
+/// per repetition (or 2), grow until one untimed trial lasts an eighth of the target, then
+/// size the timed trials to the target duration.
+#[derive(Debug, Clone, Copy)]
+struct Calibration {
+    trial_ns: f64,
+    max_reps: f64,
+}
+
+impl Calibration {
+    /// Repetitions of the first warm-up trial.
+    fn first(&self, prev_rep_ns: Option<f64>) -> u64 {
+        prev_rep_ns.map_or(2, |t| {
+            ((self.trial_ns / 4.0) / t.max(1.0)).clamp(1.0, self.max_reps) as u64
+        })
+    }
+
+    /// Repetitions of the next warm-up trial, or `None` once `reps` took long enough.
+    fn next(&self, reps: u64, wall_ns: u64, warmup: bool) -> Option<u64> {
+        if !warmup || wall_ns as f64 >= self.trial_ns / 8.0 || reps as f64 >= self.max_reps {
+            return None;
+        }
+        let rep_ns = (wall_ns as f64 / reps as f64).max(1.0);
+        Some(
+            ((self.trial_ns / 4.0) / rep_ns)
+                .clamp(reps as f64 * 2.0, reps as f64 * 64.0)
+                .min(self.max_reps) as u64,
+        )
+    }
+
+    /// Repetitions of each timed trial.
+    fn timed(&self, rep_ns: f64) -> u64 {
+        (self.trial_ns / rep_ns.max(1.0)).clamp(1.0, self.max_reps) as u64
+    }
+}
+
+/// The repetition rule: stop once at least `min_trials` trials put the 95% CI of the mean
+/// within the precision target, or at `max_trials`, or when the point's budget is spent
+/// (after two trials at least; four budgets at most, whatever the count).
+fn should_stop(spec: &RunSpec, samples: &[f64], elapsed: Duration) -> Option<StopReason> {
+    let n = samples.len() as u32;
+    let budget = Duration::from_nanos(spec.max_point_time_ns);
+    if n >= spec.min_trials {
+        if ci95(samples).is_some_and(|c| c.relative <= spec.precision) {
+            return Some(StopReason::Precision);
+        }
+        if n >= spec.max_trials {
+            return Some(StopReason::MaxTrials);
+        }
+    }
+    (elapsed >= budget && n >= 2 || elapsed >= budget * 4).then_some(StopReason::TimeBudget)
 }
 
 fn cpus(c: &SideCounters) -> [Option<u32>; 2] {
@@ -999,5 +1016,78 @@ fn distribution(h: &LatencyHistogram, trial_means: &[f64], k: f64) -> Distributi
         max: h.max() as f64 * k,
         stddev: h.stddev() * k,
         ci95: ci95(trial_means).map_or(0.0, |c| c.half_width * k),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Family, Transport};
+
+    #[test]
+    fn calibration_grows_then_sizes_trials() {
+        let cal = Calibration {
+            trial_ns: 20e6,
+            max_reps: 1e9,
+        };
+        assert_eq!(cal.first(None), 2);
+        // Previous point took 10 µs per repetition: a quarter trial is 500 repetitions.
+        assert_eq!(cal.first(Some(10_000.0)), 500);
+        // 2 repetitions in 20 µs is far too short: grow, at most 64× at once.
+        assert_eq!(cal.next(2, 20_000, true), Some(128));
+        // 500 repetitions in 5 ms (a quarter of the target) is enough.
+        assert_eq!(cal.next(500, 5_000_000, true), None);
+        assert_eq!(cal.next(2, 20_000, false), None, "no warm-up: no growth");
+        assert_eq!(cal.timed(10_000.0), 2000);
+        assert_eq!(cal.timed(1e12), 1, "at least one repetition");
+    }
+
+    #[test]
+    fn stop_rule() {
+        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Pingpong, Family::Ipv4);
+        spec.precision = 0.02;
+        spec.max_point_time_ns = 1_000_000_000;
+        let quick = Duration::from_millis(10);
+        assert_eq!(
+            should_stop(&spec, &[100.0, 100.5], quick),
+            None,
+            "fewer than min_trials"
+        );
+        assert_eq!(
+            should_stop(&spec, &[100.0, 100.5, 99.5], quick),
+            Some(StopReason::Precision)
+        );
+        assert_eq!(should_stop(&spec, &[100.0, 150.0, 60.0], quick), None);
+        let late = Duration::from_millis(1_500);
+        assert_eq!(
+            should_stop(&spec, &[100.0, 150.0], late),
+            Some(StopReason::TimeBudget)
+        );
+        assert_eq!(
+            should_stop(&spec, &[100.0], late),
+            None,
+            "budget spent, but one trial only"
+        );
+        assert_eq!(
+            should_stop(&spec, &[100.0], Duration::from_secs(5)),
+            Some(StopReason::TimeBudget)
+        );
+        let noisy: Vec<f64> = (0..30)
+            .map(|i| if i % 2 == 0 { 50.0 } else { 150.0 })
+            .collect();
+        assert_eq!(
+            should_stop(&spec, &noisy, quick),
+            Some(StopReason::MaxTrials)
+        );
+    }
+
+    #[test]
+    fn pingpong_rate_from_mean_times() {
+        // 1000 bytes in 10 µs RTT: 1000 B per 5 µs one way = 1600 Mbit/s.
+        let e = rate_from_times(1000.0, &[10_000.0, 10_000.0, 10_000.0], 10_000.0);
+        assert!((e.mean - 1600.0).abs() < 1e-9);
+        assert_eq!(e.ci95, 0.0);
+        assert_eq!(e.trials, 3);
+        assert_eq!(rate_from_times(1000.0, &[], f64::INFINITY).trials, 0);
     }
 }
