@@ -278,3 +278,73 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
     );
     lab.down().unwrap();
 }
+
+/// A namespace of its own, removed on drop.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn crr_reports_ephemeral_port_exhaustion_instead_of_hanging() {
+    if !can_build_labs("crr_reports_ephemeral_port_exhaustion") {
+        return;
+    }
+    let _l = lock().unwrap();
+    let ns = Netns(format!("nsw-{}", run_id("ports")));
+    let sh = |args: &[&str]| {
+        let o = std::process::Command::new("ip")
+            .args(["netns", "exec", &ns.0])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    assert!(std::process::Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .unwrap()
+        .success());
+    sh(&["ip", "link", "set", "lo", "up"]);
+    // 16 ephemeral ports and no TIME_WAIT reuse: the 17th connection has nowhere to come from.
+    sh(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=40000 40015"]);
+    sh(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=0"]);
+    let out = scratch("ports").join("crr.json");
+    let t0 = std::time::Instant::now();
+    let o = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            bin(),
+            "run",
+            "-p",
+            "crr",
+            "--sizes",
+            "1",
+            "--no-save",
+            "-q",
+        ])
+        .args(["-o", out.to_str().unwrap(), "--timeout", "5s"])
+        .output()
+        .unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30), "no hang");
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ephemeral ports") && err.contains("ip_local_port_range"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["status"], "failed");
+    assert!(v["message"].as_str().unwrap().contains("ephemeral ports"));
+}
