@@ -386,3 +386,42 @@ pub fn load(text: &str) -> Result<RunResult, LoadError> {
     }
     Ok(serde_json::from_value(v)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = include_str!("../../../tests/data/udp-stream.json");
+
+    #[test]
+    fn loads_the_archived_sample_and_refuses_others() {
+        let r = load(SAMPLE).unwrap();
+        assert_eq!(r.schema_version, 1);
+        assert!(!r.points.is_empty());
+        assert!(matches!(load("{}"), Err(LoadError::Schema(_))));
+        assert!(matches!(load("[1,2]"), Err(LoadError::Schema(_))));
+        let newer = SAMPLE.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
+        assert!(matches!(load(&newer), Err(LoadError::TooNew(99))));
+    }
+
+    #[test]
+    fn no_input_makes_the_loader_panic() {
+        // Every prefix of a real file, and the file with bytes flipped (deterministic xorshift).
+        for cut in (0..SAMPLE.len()).step_by(97) {
+            let _ = load(&SAMPLE[..SAMPLE.floor_char_boundary(cut)]);
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let bytes = SAMPLE.as_bytes();
+        for _ in 0..300 {
+            let mut b = bytes.to_vec();
+            for _ in 0..8 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let i = (x % b.len() as u64) as usize;
+                b[i] = (x >> 32) as u8;
+            }
+            let _ = load(&String::from_utf8_lossy(&b));
+        }
+    }
+}
