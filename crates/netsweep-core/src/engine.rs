@@ -443,12 +443,7 @@ impl Measurer<'_> {
         let reps = cal.timed(rep_ns);
         let (mut means, mut connect_means) = (Vec::new(), Vec::new());
         let mut best = f64::INFINITY;
-        let mut client_sum = SideCounters::default();
-        let mut server_sum = SideCounters::default();
-        let mut placement = Placement::default();
-        let mut timed = 0u32;
-        let mut notes = Vec::new();
-        let mut wall_sum = 0u64;
+        let mut tally = Tally::new(point_start);
         let stop_reason = loop {
             let conn = self.connector;
             let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
@@ -472,56 +467,36 @@ impl Measurer<'_> {
                 best = best.min(m);
                 connect_means.push(t.connect_sum_ns as f64 / t.completed as f64);
             }
-            add(&mut client_sum, &out.client);
-            add(&mut server_sum, &out.server);
-            timed += 1;
-            placement.observe(cpus(&out.client), cpus(&out.server));
-            wall_sum += out.wall_ns;
-            if out.server.timed_out {
-                notes.push("the server timed out waiting for a connection".into());
-            }
+            tally.add(
+                &out.client,
+                &out.server,
+                out.wall_ns,
+                "the server timed out waiting for a connection",
+            );
             if let Some(reason) = should_stop(spec, &means, point_start.elapsed()) {
                 break reason;
             }
         };
         self.prev_rep_ns = Some(txn_hist.mean());
-        if client_sum.messages_sent != server_sum.messages_received {
-            notes.push(format!(
-                "the client completed {} connections but the server accepted {}",
-                client_sum.messages_sent, server_sum.messages_received
+        let (done, accepted) = (tally.client.messages_sent, tally.server.messages_received);
+        if done != accepted {
+            tally.notes.push(format!(
+                "the client completed {done} connections but the server accepted {accepted}"
             ));
         }
         // Throughput as for pingpong: request bytes per half transaction.
         let throughput = rate_from_times(size as f64, &means, best);
         let per_sec: Vec<f64> = means.iter().map(|m| 1e9 / m).collect();
-        let achieved = finite(throughput.relative_ci());
-        let moved = client_sum.bytes_sent + client_sum.bytes_received;
-        Ok(PointResult {
-            size,
-            trials: means.len() as u32,
-            repetitions: reps,
-            elapsed_ns: point_start.elapsed().as_nanos() as u64,
-            throughput_mbps: throughput,
-            latency: None,
-            crr: Some(Crr {
-                connect_ns: distribution(&connect_hist, &connect_means, 1.0),
-                transaction_ns: distribution(&txn_hist, &means, 1.0),
-                transactions_per_sec: estimate(&per_sec),
-                connections: client_sum.messages_sent,
-                server_accepted: server_sum.messages_received,
-            }),
-            sender_mbps: None,
-            receiver_mbps: None,
-            loss: None,
-            client: totals(&client_sum, wall_sum, moved, timed),
-            server: totals(&server_sum, wall_sum, moved, timed),
-            precision_target: spec.precision,
-            precision_met: achieved.is_some_and(|a| a <= spec.precision),
-            precision_achieved: achieved,
-            stop_reason,
-            notes: with_placement_note(notes, &placement),
-            placement,
-        })
+        let moved = tally.client.bytes_sent + tally.client.bytes_received;
+        let mut p = tally.point(spec, size, reps, throughput, stop_reason, (moved, moved));
+        p.crr = Some(Crr {
+            connect_ns: distribution(&connect_hist, &connect_means, 1.0),
+            transaction_ns: distribution(&txn_hist, &means, 1.0),
+            transactions_per_sec: estimate(&per_sec),
+            connections: done,
+            server_accepted: accepted,
+        });
+        Ok(p)
     }
 
     fn pingpong_point(&mut self, size: u64) -> Result<PointResult, NetError> {
@@ -546,7 +521,7 @@ impl Measurer<'_> {
             .prepare(size as usize, 1)
             .map_err(|e| NetError::io("preparing the data endpoint", e))?;
         let mut hist = LatencyHistogram::new();
-        let mut notes = Vec::new();
+        let mut tally = Tally::new(point_start);
         let recv_timeout = if datagram {
             self.loss_timeout
         } else {
@@ -591,7 +566,7 @@ impl Measurer<'_> {
             }
         }
         if corrupt > 0 {
-            notes.push(format!(
+            tally.notes.push(format!(
                 "{corrupt} echoes differed from what was sent (integrity check failed)"
             ));
         }
@@ -603,11 +578,7 @@ impl Measurer<'_> {
         // reciprocals would be dominated by the fastest trials.
         let mut means = Vec::new();
         let mut best_rtt = f64::INFINITY;
-        let mut client_sum = SideCounters::default();
-        let mut server_sum = SideCounters::default();
-        let (mut wall_sum, mut lost, mut late, mut sent) = (0u64, 0u64, 0u64, 0u64);
-        let mut placement = Placement::default();
-        let mut timed = 0u32;
+        let (mut lost, mut late, mut sent) = (0u64, 0u64, 0u64);
         let stop_reason = loop {
             let seq0 = self.seq;
             let out = self.trial(
@@ -634,14 +605,12 @@ impl Measurer<'_> {
                 means.push(mean_rtt);
                 best_rtt = best_rtt.min(mean_rtt);
             }
-            add(&mut client_sum, &out.client);
-            add(&mut server_sum, &out.server);
-            timed += 1;
-            placement.observe(cpus(&out.client), cpus(&out.server));
-            wall_sum += out.wall_ns;
-            if out.server.timed_out {
-                notes.push("the server timed out waiting for a request".into());
-            }
+            tally.add(
+                &out.client,
+                &out.server,
+                out.wall_ns,
+                "the server timed out waiting for a request",
+            );
             if let Some(reason) = should_stop(spec, &means, point_start.elapsed()) {
                 break reason;
             }
@@ -655,8 +624,19 @@ impl Measurer<'_> {
         let rtt = distribution(&hist, &means, 1.0);
         let half = distribution(&hist, &means, 0.5);
         let throughput = rate_from_times(size as f64, &means, best_rtt);
-        let achieved = finite(throughput.relative_ci());
-        let loss = datagram.then(|| Loss {
+        if lost > 0 {
+            tally.notes.push(format!(
+                "{lost} of {sent} requests got no echo within {:.1} ms and were counted lost",
+                self.loss_timeout.as_secs_f64() * 1e3
+            ));
+        }
+        let moved = tally.client.bytes_sent + tally.client.bytes_received;
+        let mut p = tally.point(spec, size, reps, throughput, stop_reason, (moved, moved));
+        p.latency = Some(Latency {
+            rtt_ns: rtt,
+            half_rtt_ns: half,
+        });
+        p.loss = datagram.then(|| Loss {
             sent,
             received: sent - lost,
             lost,
@@ -668,36 +648,7 @@ impl Measurer<'_> {
             late,
             ..Default::default()
         });
-        if lost > 0 {
-            notes.push(format!(
-                "{lost} of {sent} requests got no echo within {:.1} ms and were counted lost",
-                self.loss_timeout.as_secs_f64() * 1e3
-            ));
-        }
-        let moved = client_sum.bytes_sent + client_sum.bytes_received;
-        Ok(PointResult {
-            size,
-            trials: means.len() as u32,
-            repetitions: reps,
-            elapsed_ns: point_start.elapsed().as_nanos() as u64,
-            throughput_mbps: throughput,
-            crr: None,
-            latency: Some(Latency {
-                rtt_ns: rtt,
-                half_rtt_ns: half,
-            }),
-            sender_mbps: None,
-            receiver_mbps: None,
-            loss,
-            client: totals(&client_sum, wall_sum, moved, timed),
-            server: totals(&server_sum, wall_sum, moved, timed),
-            precision_target: spec.precision,
-            precision_met: achieved.is_some_and(|a| a <= spec.precision),
-            precision_achieved: achieved,
-            stop_reason,
-            notes: with_placement_note(notes, &placement),
-            placement,
-        })
+        Ok(p)
     }
 
     fn stream_point(&mut self, size: u64) -> Result<PointResult, NetError> {
@@ -711,7 +662,6 @@ impl Measurer<'_> {
         self.ep
             .prepare(sz, batch)
             .map_err(|e| NetError::io("preparing the data endpoint", e))?;
-        let mut notes = Vec::new();
         let cookie = self.cookie;
         let duration = Duration::from_nanos(spec.trial_time_ns);
         if spec.warmup {
@@ -737,13 +687,9 @@ impl Measurer<'_> {
         }
         let mut sender = Vec::new();
         let mut receiver = Vec::new();
-        let mut client_sum = SideCounters::default();
-        let mut server_sum = SideCounters::default();
+        let mut tally = Tally::new(point_start);
         let mut loss = Loss::default();
         let mut jitters = Vec::new();
-        let mut wall_sum = 0u64;
-        let mut placement = Placement::default();
-        let mut timed = 0u32;
         let stop_reason = loop {
             let out = self.trial(
                 TrialSpec {
@@ -771,9 +717,6 @@ impl Measurer<'_> {
             } else {
                 receiver.push(0.0);
             }
-            if s.timed_out {
-                notes.push("the server timed out waiting for data".into());
-            }
             if let Some(d) = &s.datagrams {
                 loss.sent += c.messages_sent;
                 loss.received += d.received;
@@ -783,11 +726,7 @@ impl Measurer<'_> {
                 loss.foreign += d.foreign;
                 jitters.push(d.jitter_ns as f64);
             }
-            add(&mut client_sum, c);
-            add(&mut server_sum, s);
-            timed += 1;
-            placement.observe(cpus(c), cpus(s));
-            wall_sum += out.wall_ns;
+            tally.add(c, s, out.wall_ns, "the server timed out waiting for data");
             if let Some(reason) = should_stop(spec, &receiver, point_start.elapsed()) {
                 break reason;
             }
@@ -801,27 +740,13 @@ impl Measurer<'_> {
             loss.jitter_ns = jitters.iter().sum::<f64>() / jitters.len().max(1) as f64;
         }
         let rx = estimate(&receiver);
-        let achieved = finite(rx.relative_ci());
-        Ok(PointResult {
-            size,
-            trials: receiver.len() as u32,
-            repetitions: client_sum.messages_sent,
-            elapsed_ns: point_start.elapsed().as_nanos() as u64,
-            throughput_mbps: rx,
-            latency: None,
-            crr: None,
-            sender_mbps: Some(estimate(&sender)),
-            receiver_mbps: Some(rx),
-            loss: datagram.then_some(loss),
-            client: totals(&client_sum, wall_sum, client_sum.bytes_sent, timed),
-            server: totals(&server_sum, wall_sum, server_sum.bytes_received, timed),
-            precision_target: spec.precision,
-            precision_met: achieved.is_some_and(|a| a <= spec.precision),
-            precision_achieved: achieved,
-            stop_reason,
-            notes: with_placement_note(notes, &placement),
-            placement,
-        })
+        let messages = tally.client.messages_sent;
+        let moved = (tally.client.bytes_sent, tally.server.bytes_received);
+        let mut p = tally.point(spec, size, messages, rx, stop_reason, moved);
+        p.sender_mbps = Some(estimate(&sender));
+        p.receiver_mbps = Some(rx);
+        p.loss = datagram.then_some(loss);
+        Ok(p)
     }
 }
 
@@ -876,6 +801,85 @@ fn should_stop(spec: &RunSpec, samples: &[f64], elapsed: Duration) -> Option<Sto
         }
     }
     (elapsed >= budget && n >= 2 || elapsed >= budget * 4).then_some(StopReason::TimeBudget)
+}
+
+/// What a point's timed trials add up to on both sides, whatever the pattern.
+#[derive(Debug)]
+struct Tally {
+    started: Instant,
+    client: SideCounters,
+    server: SideCounters,
+    placement: Placement,
+    trials: u32,
+    wall_ns: u64,
+    notes: Vec<String>,
+}
+
+impl Tally {
+    /// An empty tally for a point that started at `started`.
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            client: SideCounters::default(),
+            server: SideCounters::default(),
+            placement: Placement::default(),
+            trials: 0,
+            wall_ns: 0,
+            notes: Vec::new(),
+        }
+    }
+
+    /// Adds one timed trial; `server_timeout` is the note to keep if the server timed out.
+    fn add(
+        &mut self,
+        client: &SideCounters,
+        server: &SideCounters,
+        wall_ns: u64,
+        server_timeout: &str,
+    ) {
+        add(&mut self.client, client);
+        add(&mut self.server, server);
+        self.trials += 1;
+        self.placement.observe(cpus(client), cpus(server));
+        self.wall_ns += wall_ns;
+        if server.timed_out {
+            self.notes.push(server_timeout.into());
+        }
+    }
+
+    /// The point with every field the patterns share; the pattern fills in its own.
+    /// `moved` gives the bytes each side's service demand is counted over (client, server).
+    fn point(
+        self,
+        spec: &RunSpec,
+        size: u64,
+        repetitions: u64,
+        throughput: Estimate,
+        stop_reason: StopReason,
+        moved: (u64, u64),
+    ) -> PointResult {
+        let achieved = finite(throughput.relative_ci());
+        PointResult {
+            size,
+            trials: throughput.trials,
+            repetitions,
+            elapsed_ns: self.started.elapsed().as_nanos() as u64,
+            throughput_mbps: throughput,
+            latency: None,
+            crr: None,
+            sender_mbps: None,
+            receiver_mbps: None,
+            loss: None,
+            client: totals(&self.client, self.wall_ns, moved.0, self.trials),
+            server: totals(&self.server, self.wall_ns, moved.1, self.trials),
+            precision_target: spec.precision,
+            precision_met: achieved.is_some_and(|a| a <= spec.precision),
+            precision_achieved: achieved,
+            stop_reason,
+            notes: with_placement_note(self.notes, &self.placement),
+            placement: self.placement,
+        }
+    }
 }
 
 fn cpus(c: &SideCounters) -> [Option<u32>; 2] {
