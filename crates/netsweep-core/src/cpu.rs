@@ -80,6 +80,21 @@ pub fn parse_proc_stat(text: &str) -> Option<SystemCpu> {
     })
 }
 
+/// How many times the scheduler has moved the calling thread between CPUs so far
+/// (`se.nr_migrations` of /proc/thread-self/sched), when the kernel exposes it.
+pub fn thread_migrations() -> Option<u64> {
+    let text = fs::read_to_string("/proc/thread-self/sched").ok()?;
+    parse_migrations(&text)
+}
+
+/// Reads `se.nr_migrations` from the text of a /proc/…/sched file.
+pub fn parse_migrations(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.trim_start().starts_with("se.nr_migrations"))
+        .and_then(|l| l.split(':').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// The CPU the calling thread runs on now, if the kernel says.
 pub fn current_cpu() -> Option<u32> {
     // SAFETY: sched_getcpu has no preconditions.
@@ -105,6 +120,17 @@ mod tests {
         // 150 busy of 900 jiffies.
         assert_eq!(b.busy_ppm_since(a), 166_666);
         assert!(parse_proc_stat("intr 1 2 3").is_none());
+    }
+
+    #[test]
+    fn migrations_are_read() {
+        let t = "se.exec_start : 1.0\nse.nr_migrations                             :                   17\n";
+        assert_eq!(parse_migrations(t), Some(17));
+        assert_eq!(parse_migrations("nothing"), None);
+        assert!(
+            thread_migrations().is_some(),
+            "this kernel exposes /proc/thread-self/sched"
+        );
     }
 
     #[test]

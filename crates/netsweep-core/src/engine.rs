@@ -840,7 +840,8 @@ impl Tally {
         add(&mut self.client, client);
         add(&mut self.server, server);
         self.trials += 1;
-        self.placement.observe(cpus(client), cpus(server));
+        let moved = client.cpu_migrations.unwrap_or(0) + server.cpu_migrations.unwrap_or(0);
+        self.placement.observe(cpus(client), cpus(server), moved);
         self.wall_ns += wall_ns;
         if server.timed_out {
             self.notes.push(server_timeout.into());
@@ -889,8 +890,9 @@ fn cpus(c: &SideCounters) -> [Option<u32>; 2] {
 fn with_placement_note(mut notes: Vec<String>, p: &Placement) -> Vec<String> {
     if p.mixed() {
         notes.push(format!(
-            "placement varied: both ends shared a CPU in {} of {} trials (pin with taskset to compare like with like)",
-            p.same_cpu_trials, p.observed_trials
+            "placement varied: both ends shared a CPU in {} of {} trials, {} moves between CPUs \
+             mid-trial (pin with --cpu to compare like with like)",
+            p.same_cpu_trials, p.observed_trials, p.migrations
         ));
     }
     notes

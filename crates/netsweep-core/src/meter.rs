@@ -1,7 +1,7 @@
 //! Per-trial accounting shared by both sides: thread CPU time, system-wide busy time, where
 //! the data thread ran, and the endpoint's own counters (zero-copy, TCP_INFO), as deltas.
 
-use crate::cpu::{current_cpu, SystemCpu, ThreadCpu};
+use crate::cpu::{current_cpu, thread_migrations, SystemCpu, ThreadCpu};
 use crate::endpoint::{Endpoint, EndpointStats};
 use netsweep_proto::messages::SideCounters;
 
@@ -11,6 +11,7 @@ pub struct TrialMeter {
     thread: ThreadCpu,
     system: SystemCpu,
     cpu: Option<u32>,
+    migrations: Option<u64>,
     stats: EndpointStats,
 }
 
@@ -20,6 +21,7 @@ impl TrialMeter {
         Self {
             stats: ep.stats(),
             cpu: current_cpu(),
+            migrations: thread_migrations(),
             system: SystemCpu::now(),
             thread: ThreadCpu::now(),
         }
@@ -33,6 +35,7 @@ impl TrialMeter {
         c.system_busy_ppm = SystemCpu::now().busy_ppm_since(self.system);
         c.cpu_at_start = self.cpu;
         c.cpu_at_end = current_cpu();
+        c.cpu_migrations = delta(thread_migrations(), self.migrations);
         let s = ep.stats();
         c.zerocopy_completions = s
             .zerocopy_completions

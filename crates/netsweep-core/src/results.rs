@@ -231,11 +231,14 @@ pub struct Placement {
     pub same_cpu_trials: u32,
     /// Trials whose placement was observed on both ends.
     pub observed_trials: u32,
+    /// Times the scheduler moved either data thread between CPUs during the timed trials.
+    pub migrations: u64,
 }
 
 impl Placement {
     /// Adds one trial's observations.
-    pub fn observe(&mut self, client: [Option<u32>; 2], server: [Option<u32>; 2]) {
+    pub fn observe(&mut self, client: [Option<u32>; 2], server: [Option<u32>; 2], migrations: u64) {
+        self.migrations += migrations;
         for c in client.into_iter().flatten() {
             if !self.client_cpus.contains(&c) {
                 self.client_cpus.push(c);
@@ -254,9 +257,10 @@ impl Placement {
         }
     }
 
-    /// True when some trials shared a CPU and others did not.
+    /// True when some trials shared a CPU and others did not, or a thread moved mid-trial.
     pub fn mixed(&self) -> bool {
-        self.same_cpu_trials > 0 && self.same_cpu_trials < self.observed_trials
+        (self.same_cpu_trials > 0 && self.same_cpu_trials < self.observed_trials)
+            || self.migrations > 0
     }
 }
 

@@ -195,6 +195,8 @@ pub struct SideCounters {
     /// TCP retransmitted segments and DSACKs received during the trial (TCP_INFO deltas).
     pub tcp_retransmits: Option<u64>,
     pub tcp_dsacks: Option<u64>,
+    /// Times the scheduler moved this side's data thread between CPUs during the trial.
+    pub cpu_migrations: Option<u64>,
     /// The CPU this side's data thread ran on when the trial started and when it ended.
     pub cpu_at_start: Option<u32>,
     pub cpu_at_end: Option<u32>,
