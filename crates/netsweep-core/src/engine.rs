@@ -392,6 +392,54 @@ impl Measurer<'_> {
         })
     }
 
+    /// One pingpong trial of `reps` round trips; a warm-up also checks every echo.
+    fn pingpong_trial(
+        &mut self,
+        size: u64,
+        reps: u64,
+        warmup: bool,
+        txs: &mut Slots<'_>,
+        rxs: &mut Slots<'_>,
+        hist: &mut LatencyHistogram,
+    ) -> Result<TrialOutcome<pingpong::ClientTrial>, NetError> {
+        let seq0 = self.seq;
+        let spec = TrialSpec {
+            size,
+            repetitions: reps,
+            duration_ns: 0,
+            warmup,
+        };
+        let out = self.trial(spec, |ep, _| {
+            let t = pingpong::client_trial(ep, txs, rxs, seq0, reps, hist, warmup)?;
+            Ok((t.counters.clone(), t))
+        })?;
+        self.seq += reps;
+        Ok(out)
+    }
+
+    /// One crr trial of `reps` transactions, each on a new connection.
+    fn crr_trial(
+        &mut self,
+        size: u64,
+        reps: u64,
+        warmup: bool,
+        (tx, rx): (&[u8], &mut [u8]),
+        (connect_hist, txn_hist): (&mut LatencyHistogram, &mut LatencyHistogram),
+    ) -> Result<TrialOutcome<crr::ClientTrial>, NetError> {
+        let conn = self.connector;
+        let spec = TrialSpec {
+            size,
+            repetitions: reps,
+            duration_ns: 0,
+            warmup,
+        };
+        self.trial(spec, |_, _| {
+            let t =
+                crr::client_trial(&mut || conn.connect(), tx, rx, reps, connect_hist, txn_hist)?;
+            Ok((t.counters.clone(), t))
+        })
+    }
+
     fn point(&mut self, size: u64) -> Result<PointResult, NetError> {
         match self.spec.pattern {
             Pattern::Pingpong => self.pingpong_point(size),
@@ -417,20 +465,12 @@ impl Measurer<'_> {
         // Warm-up and calibration, as for pingpong.
         let mut rep_ns;
         loop {
-            let conn = self.connector;
-            let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
-            let (ch, th) = (&mut connect_hist, &mut txn_hist);
-            let out = self.trial(
-                TrialSpec {
-                    size,
-                    repetitions: reps,
-                    duration_ns: 0,
-                    warmup: true,
-                },
-                |_, _| {
-                    let t = crr::client_trial(&mut || conn.connect(), tx_b, rx_b, reps, ch, th)?;
-                    Ok((t.counters.clone(), t))
-                },
+            let out = self.crr_trial(
+                size,
+                reps,
+                true,
+                (tx.as_mut(), rx.as_mut()),
+                (&mut connect_hist, &mut txn_hist),
             )?;
             rep_ns = out.wall_ns as f64 / reps as f64;
             match cal.next(reps, out.wall_ns, spec.warmup) {
@@ -445,20 +485,12 @@ impl Measurer<'_> {
         let mut best = f64::INFINITY;
         let mut tally = Tally::new(point_start);
         let stop_reason = loop {
-            let conn = self.connector;
-            let (tx_b, rx_b) = (tx.as_mut(), rx.as_mut());
-            let (ch, th) = (&mut connect_hist, &mut txn_hist);
-            let out = self.trial(
-                TrialSpec {
-                    size,
-                    repetitions: reps,
-                    duration_ns: 0,
-                    warmup: false,
-                },
-                |_, _| {
-                    let t = crr::client_trial(&mut || conn.connect(), tx_b, rx_b, reps, ch, th)?;
-                    Ok((t.counters.clone(), t))
-                },
+            let out = self.crr_trial(
+                size,
+                reps,
+                false,
+                (tx.as_mut(), rx.as_mut()),
+                (&mut connect_hist, &mut txn_hist),
             )?;
             let t = &out.extra;
             if t.completed > 0 {
@@ -542,22 +574,7 @@ impl Measurer<'_> {
         let mut rep_ns;
         let mut corrupt = 0;
         loop {
-            let seq0 = self.seq;
-            let out = self.trial(
-                TrialSpec {
-                    size,
-                    repetitions: reps,
-                    duration_ns: 0,
-                    warmup: true,
-                },
-                |ep, _| {
-                    let t = pingpong::client_trial(
-                        ep, &mut txs, &mut rxs, seq0, reps, &mut hist, true,
-                    )?;
-                    Ok((t.counters.clone(), t))
-                },
-            )?;
-            self.seq += reps;
+            let out = self.pingpong_trial(size, reps, true, &mut txs, &mut rxs, &mut hist)?;
             corrupt += out.extra.corrupt;
             rep_ns = out.wall_ns as f64 / reps as f64;
             match cal.next(reps, out.wall_ns, spec.warmup) {
@@ -580,22 +597,7 @@ impl Measurer<'_> {
         let mut best_rtt = f64::INFINITY;
         let (mut lost, mut late, mut sent) = (0u64, 0u64, 0u64);
         let stop_reason = loop {
-            let seq0 = self.seq;
-            let out = self.trial(
-                TrialSpec {
-                    size,
-                    repetitions: reps,
-                    duration_ns: 0,
-                    warmup: false,
-                },
-                |ep, _| {
-                    let t = pingpong::client_trial(
-                        ep, &mut txs, &mut rxs, seq0, reps, &mut hist, false,
-                    )?;
-                    Ok((t.counters.clone(), t))
-                },
-            )?;
-            self.seq += reps;
+            let out = self.pingpong_trial(size, reps, false, &mut txs, &mut rxs, &mut hist)?;
             let t = &out.extra;
             lost += t.lost;
             late += t.late;

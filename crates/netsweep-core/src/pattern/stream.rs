@@ -87,7 +87,7 @@ pub fn receiver_trial(
     account.reset();
     let mut c = SideCounters::default();
     let epoch = Instant::now();
-    let mut first: Option<Instant> = None;
+    let mut received_any = false;
     let mut last = epoch;
     let max_idle_slices = (idle.as_nanos() / SLICE.as_nanos()).max(1) as u32;
     let quiet_slices = (DGRAM_QUIET.as_nanos() / SLICE.as_nanos()).max(1) as u32;
@@ -114,8 +114,8 @@ pub fn receiver_trial(
                 c.recv_calls += calls;
                 let got: usize = lens[..count].iter().sum();
                 c.bytes_received += got as u64;
-                if first.is_none() {
-                    first = Some(now);
+                if !received_any {
+                    received_any = true;
                     c.first_recv_bytes = got as u64;
                 }
                 last = now;
@@ -150,13 +150,12 @@ pub fn receiver_trial(
             Err(e) => return Err(e),
         }
     }
-    if let Some(f) = first {
+    if received_any {
         // From the moment this side was armed (before the sender could start) to the last
         // receive. Starting at the first receive instead would count whatever queued in the
         // socket buffer before the receiver ran against too short a time, and overstate
         // the rate; this way the rate can only be understated, by the time the client's
         // first bytes took to arrive after the server said it was ready.
-        let _ = f;
         c.recv_span_ns = last.duration_since(epoch).as_nanos() as u64;
         c.active_ns = last.duration_since(epoch).as_nanos() as u64;
     }
