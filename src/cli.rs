@@ -1,6 +1,7 @@
 //! Command-line definitions (clap). Every flag documents its unit and default.
 
 use clap::{Args, Parser, Subcommand};
+use std::time::Duration;
 
 /// Default TCP port of `netsweep serve`'s control connection.
 pub const DEFAULT_PORT: u16 = 7200;
@@ -83,17 +84,18 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub perturbation: u64,
 
-    /// Target duration of one trial (e.g. 40ms, 0.5s).
-    #[arg(long, default_value = "20ms", value_name = "TIME")]
-    pub trial_time: String,
+    /// Target duration of one trial. TIME everywhere is a number with a unit (ns, us, ms, s,
+    /// m: 40ms, 0.5s); a bare number is seconds.
+    #[arg(long, default_value = "20ms", value_name = "TIME", value_parser = crate::parse::duration)]
+    pub trial_time: Duration,
 
     /// Target half-width of the 95% confidence interval of each point's throughput (2% or 0.02).
     #[arg(long, default_value = "2%", value_name = "FRACTION")]
     pub precision: String,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is marked.
-    #[arg(long, default_value = "300ms", value_name = "TIME")]
-    pub max_point_time: String,
+    #[arg(long, default_value = "300ms", value_name = "TIME", value_parser = crate::parse::duration)]
+    pub max_point_time: Duration,
 
     /// Fewest timed trials per point.
     #[arg(long, default_value_t = 3, value_name = "N")]
@@ -112,9 +114,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_warmup: bool,
 
-    /// How long any wait for the peer may last before the run fails.
-    #[arg(long, default_value = "10s", value_name = "TIME")]
-    pub timeout: String,
+    /// How long any wait for the peer may last before the run fails (a bare number is seconds).
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = crate::parse::duration)]
+    pub timeout: Duration,
 
     /// Socket send buffer (SO_SNDBUF) on both ends, e.g. 256k; the granted size is recorded.
     #[arg(long, value_name = "SIZE")]
@@ -170,8 +172,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "MODE")]
     pub pmtu: Option<String>,
 
-    /// Pin the data threads: `N` puts both ends on CPU N, `C,S` client on C and server on S.
-    /// Placement can dominate small-message latency; the CPUs used are always recorded.
+    /// Pin the data threads: `N` puts both ends on CPU N, `C,S` client on C and server on S,
+    /// `free` lets the scheduler place them. Default: free, except in-process pingpong and
+    /// crr runs, which put both ends on the highest CPU (placement can dominate
+    /// small-message latency; see docs/methodology.md). The CPUs used are always recorded.
     #[arg(long, value_name = "CPU[,CPU]")]
     pub cpu: Option<String>,
 

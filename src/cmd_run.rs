@@ -79,11 +79,10 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             "size 0 cannot make a {transport} round trip (no bytes to wait for): start --sizes at 1"
         ));
     }
-    spec.trial_time_ns = parse::duration(&a.trial_time, "--trial-time")?.as_nanos() as u64;
+    spec.trial_time_ns = a.trial_time.as_nanos() as u64;
     spec.precision = parse::fraction(&a.precision, "--precision")?;
-    spec.max_point_time_ns =
-        parse::duration(&a.max_point_time, "--max-point-time")?.as_nanos() as u64;
-    spec.timeout_ns = parse::duration(&a.timeout, "--timeout")?.as_nanos() as u64;
+    spec.max_point_time_ns = a.max_point_time.as_nanos() as u64;
+    spec.timeout_ns = a.timeout.as_nanos() as u64;
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
@@ -91,8 +90,30 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     let (client_knobs, server_knobs) = knobs(a, transport)?;
     spec.client_knobs = client_knobs;
     spec.server_knobs = server_knobs;
+    if a.host.is_none() && a.cpu.is_none() {
+        default_placement(&mut spec);
+    }
     spec.validate()?;
     Ok(spec)
+}
+
+/// The in-process run's default placement. A pingpong or crr exchange alternates between
+/// the two ends, so sharing one CPU costs it no parallelism; left free, the scheduler moves
+/// the two threads between sharing a CPU and not, from trial to trial and run to run, and
+/// the sweep then measures the scheduler (RTT/2 ~3× apart on a 2-CPU VM) instead of the
+/// stack — docs/methodology.md has the measurements. Both ends go on the highest allowed
+/// CPU (CPU 0 takes most housekeeping). Streams run both ends at once and stay free, as does
+/// `shm`, whose ends poll. `--cpu free` restores the scheduler's placement.
+fn default_placement(spec: &mut RunSpec) {
+    if !matches!(spec.pattern, Pattern::Pingpong | Pattern::Crr) || spec.transport == Transport::Shm
+    {
+        return;
+    }
+    if let Some(&cpu) = netsweep_core::meter::allowed_cpus().last() {
+        spec.client_knobs.cpu = Some(cpu);
+        spec.server_knobs.cpu = Some(cpu);
+        spec.default_placement = true;
+    }
 }
 
 /// Splits a per-side value: `X` is both sides, `C,S` client and server, `C,` or `,S` one side.
@@ -182,7 +203,9 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         }
         (c.pmtu, s.pmtu) = (Some(m.clone()), Some(m.clone()));
     }
-    (c.cpu, s.cpu) = per_side(a.cpu.as_deref(), "--cpu", number::<u32>)?;
+    // `free` (for both ends or one) leaves a side to the scheduler.
+    let cpu = a.cpu.as_deref().map(|v| v.replace("free", ""));
+    (c.cpu, s.cpu) = per_side(cpu.as_deref(), "--cpu", number::<u32>)?;
     if let Some(p) = &a.invalidate_cache {
         let pool = parse::size(p, "--invalidate-cache")?;
         (c.cache_pool, s.cache_pool) = (Some(pool), Some(pool));

@@ -2,31 +2,32 @@
 
 use std::time::Duration;
 
-/// Parses `40ms`, `0.5s`, `2m`, `100us`, `250` (milliseconds when no unit).
-pub fn duration(s: &str, flag: &str) -> Result<Duration, String> {
+/// What every time flag says about its units, in `--help` and in errors.
+pub const TIME_UNITS: &str =
+    "a number with a unit: ns, us, ms, s or m (40ms, 0.5s, 2m); a bare number is seconds";
+
+/// Parses a time flag's value: `40ms`, `0.5s`, `2m`, `100us`; a bare number is seconds, as
+/// iperf3, netperf and NPtcp users type it. The clap value parser of every time flag.
+pub fn duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| {
-        format!("bad {flag} value '{s}': use a number with a unit, e.g. 40ms, 2s, 1m")
-    })?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a time: use {TIME_UNITS}"))?;
     let secs = match unit.trim() {
         "ns" => v / 1e9,
         "us" | "µs" => v / 1e6,
-        "ms" | "" => v / 1e3,
-        "s" => v,
+        "ms" => v / 1e3,
+        "s" | "" => v,
         "m" | "min" => v * 60.0,
-        other => {
-            return Err(format!(
-                "bad unit '{other}' in {flag} '{s}': use ns, us, ms, s or m"
-            ))
-        }
+        other => return Err(format!("unknown unit '{other}' in '{s}': use {TIME_UNITS}")),
     };
     if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
         return Err(format!(
-            "{flag} '{s}' is out of range: give a positive time up to a day"
+            "'{s}' is out of range: give a positive time up to a day ({TIME_UNITS})"
         ));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -76,14 +77,18 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(duration("40ms", "t"), Ok(Duration::from_millis(40)));
-        assert_eq!(duration("0.5s", "t"), Ok(Duration::from_millis(500)));
-        assert_eq!(duration("250", "t"), Ok(Duration::from_millis(250)));
-        assert!(duration("fast", "--trial-time")
-            .unwrap_err()
-            .contains("--trial-time"));
-        assert!(duration("5h", "t").unwrap_err().contains("unit"));
-        assert!(duration("0s", "t").is_err());
+        assert_eq!(duration("40ms"), Ok(Duration::from_millis(40)));
+        assert_eq!(duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("100us"), Ok(Duration::from_micros(100)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        // A bare number is seconds, never milliseconds.
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(duration("0.25"), Ok(Duration::from_millis(250)));
+        let e = duration("fast").unwrap_err();
+        assert!(e.contains("bare number is seconds"), "{e}");
+        assert!(duration("5h").unwrap_err().contains("unit 'h'"));
+        assert!(duration("0s").is_err());
+        assert!(duration("1e9").is_err(), "exponents are not a unit");
     }
 
     #[test]

@@ -184,7 +184,7 @@ impl SeriesPoint {
         Self {
             size: p.size,
             mean: p.throughput_mbps.mean,
-            ci95: p.throughput_mbps.ci95,
+            ci95: p.throughput_mbps.ci95.unwrap_or(f64::NAN),
             trials: p.throughput_mbps.trials.max(p.trials),
             placement,
         }

@@ -473,7 +473,7 @@ impl Measurer<'_> {
                 (&mut connect_hist, &mut txn_hist),
             )?;
             rep_ns = out.wall_ns as f64 / reps as f64;
-            match cal.next(reps, out.wall_ns, spec.warmup) {
+            match cal.next(reps, rep_ns, spec.warmup) {
                 Some(more) => reps = more,
                 None => break,
             }
@@ -573,11 +573,17 @@ impl Measurer<'_> {
         let mut reps = cal.first(self.prev_rep_ns);
         let mut rep_ns;
         let mut corrupt = 0;
+        let mut trial_hist = LatencyHistogram::new();
         loop {
-            let out = self.pingpong_trial(size, reps, true, &mut txs, &mut rxs, &mut hist)?;
+            trial_hist.reset();
+            let out = self.pingpong_trial(size, reps, true, &mut txs, &mut rxs, &mut trial_hist)?;
             corrupt += out.extra.corrupt;
-            rep_ns = out.wall_ns as f64 / reps as f64;
-            match cal.next(reps, out.wall_ns, spec.warmup) {
+            rep_ns = if trial_hist.count() > 0 {
+                trial_hist.value_at_quantile(0.5) as f64
+            } else {
+                out.wall_ns as f64 / reps as f64
+            };
+            match cal.next(reps, rep_ns, spec.warmup) {
                 Some(more) => reps = more,
                 None => break,
             }
@@ -587,25 +593,33 @@ impl Measurer<'_> {
                 "{corrupt} echoes differed from what was sent (integrity check failed)"
             ));
         }
-        hist.reset();
         let reps = cal.timed(rep_ns);
 
-        // Per-trial mean round-trip times. Throughput is derived from their grand mean
-        // (bytes ÷ mean RTT/2, NetPIPE's figure), not averaged per trial: a mean of
-        // reciprocals would be dominated by the fastest trials.
+        // Each trial's median round trip is its figure: a round trip stalled for milliseconds
+        // (a preempted thread, a vCPU woken from idle) would move a trial's mean by more than
+        // the precision target, its median not at all. The stalls stay in the distribution
+        // (p99, max, mean). Throughput is derived from the grand mean of the trial medians
+        // (bytes ÷ RTT/2, NetPIPE's figure), not averaged per trial: a mean of reciprocals
+        // would be dominated by the fastest trials.
+        let mut medians = Vec::new();
         let mut means = Vec::new();
         let mut best_rtt = f64::INFINITY;
         let (mut lost, mut late, mut sent) = (0u64, 0u64, 0u64);
         let stop_reason = loop {
-            let out = self.pingpong_trial(size, reps, false, &mut txs, &mut rxs, &mut hist)?;
+            trial_hist.reset();
+            let out =
+                self.pingpong_trial(size, reps, false, &mut txs, &mut rxs, &mut trial_hist)?;
             let t = &out.extra;
             lost += t.lost;
             late += t.late;
             sent += reps;
             if t.completed > 0 {
-                let mean_rtt = t.rtt_sum_ns as f64 / t.completed as f64;
-                means.push(mean_rtt);
-                best_rtt = best_rtt.min(mean_rtt);
+                let median = trial_hist.value_at_quantile(0.5) as f64;
+                medians.push(median);
+                means.push(t.rtt_sum_ns as f64 / t.completed as f64);
+                best_rtt = best_rtt.min(median);
+                hist.merge(&trial_hist)
+                    .map_err(|e| NetError::Refused(format!("latency histogram: {e}")))?;
             }
             tally.add(
                 &out.client,
@@ -613,7 +627,7 @@ impl Measurer<'_> {
                 out.wall_ns,
                 "the server timed out waiting for a request",
             );
-            if let Some(reason) = should_stop(spec, &means, point_start.elapsed()) {
+            if let Some(reason) = should_stop(spec, &medians, point_start.elapsed()) {
                 break reason;
             }
         };
@@ -625,7 +639,7 @@ impl Measurer<'_> {
         }
         let rtt = distribution(&hist, &means, 1.0);
         let half = distribution(&hist, &means, 0.5);
-        let throughput = rate_from_times(size as f64, &means, best_rtt);
+        let throughput = rate_from_times(size as f64, &medians, best_rtt);
         if lost > 0 {
             tally.notes.push(format!(
                 "{lost} of {sent} requests got no echo within {:.1} ms and were counted lost",
@@ -769,12 +783,15 @@ impl Calibration {
         })
     }
 
-    /// Repetitions of the next warm-up trial, or `None` once `reps` took long enough.
-    fn next(&self, reps: u64, wall_ns: u64, warmup: bool) -> Option<u64> {
-        if !warmup || wall_ns as f64 >= self.trial_ns / 8.0 || reps as f64 >= self.max_reps {
+    /// Repetitions of the next warm-up trial, or `None` once `reps` repetitions of `rep_ns`
+    /// each fill an eighth of the target. `rep_ns` is the typical time per repetition (the
+    /// median round trip where there is one), so one stalled repetition — a first contact, a
+    /// preempted thread — cannot end the calibration with trials far too short.
+    fn next(&self, reps: u64, rep_ns: f64, warmup: bool) -> Option<u64> {
+        let rep_ns = rep_ns.max(1.0);
+        if !warmup || reps as f64 * rep_ns >= self.trial_ns / 8.0 || reps as f64 >= self.max_reps {
             return None;
         }
-        let rep_ns = (wall_ns as f64 / reps as f64).max(1.0);
         Some(
             ((self.trial_ns / 4.0) / rep_ns)
                 .clamp(reps as f64 * 2.0, reps as f64 * 64.0)
@@ -861,7 +878,7 @@ impl Tally {
         stop_reason: StopReason,
         moved: (u64, u64),
     ) -> PointResult {
-        let achieved = finite(throughput.relative_ci());
+        let achieved = throughput.relative_ci().and_then(finite);
         PointResult {
             size,
             trials: throughput.trials,
@@ -974,26 +991,20 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
     }
 }
 
-/// Pingpong throughput from per-trial mean RTTs: bytes ÷ (grand mean RTT / 2), with the
-/// relative CI of the mean time carried over (first-order, delta method).
-fn rate_from_times(size: f64, rtt_means: &[f64], best_rtt: f64) -> Estimate {
-    if rtt_means.is_empty() {
+/// Pingpong throughput from per-trial round-trip times: bytes ÷ (grand mean RTT / 2), with
+/// the relative CI of the mean time carried over (first-order, delta method); no CI from
+/// fewer than two trials.
+fn rate_from_times(size: f64, rtts: &[f64], best_rtt: f64) -> Estimate {
+    if rtts.is_empty() {
         return Estimate::default();
     }
-    let mean_rtt = rtt_means.iter().sum::<f64>() / rtt_means.len() as f64;
+    let mean_rtt = rtts.iter().sum::<f64>() / rtts.len() as f64;
     let mean = mbps(size, mean_rtt / 2.0);
-    let rel = ci95(rtt_means).map_or(0.0, |c| {
-        if c.relative.is_finite() {
-            c.relative
-        } else {
-            0.0
-        }
-    });
     Estimate {
         mean,
-        ci95: mean * rel,
+        ci95: ci95(rtts).map(|c| mean * c.relative),
         max: mbps(size, best_rtt / 2.0),
-        trials: rtt_means.len() as u32,
+        trials: rtts.len() as u32,
     }
 }
 
@@ -1001,7 +1012,7 @@ fn estimate(samples: &[f64]) -> Estimate {
     let mean = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
     Estimate {
         mean,
-        ci95: ci95(samples).map_or(0.0, |c| c.half_width),
+        ci95: ci95(samples).map(|c| c.half_width),
         max: samples.iter().copied().fold(0.0, f64::max),
         trials: samples.len() as u32,
     }
@@ -1023,7 +1034,7 @@ fn distribution(h: &LatencyHistogram, trial_means: &[f64], k: f64) -> Distributi
         p999: h.value_at_quantile(0.999) as f64 * k,
         max: h.max() as f64 * k,
         stddev: h.stddev() * k,
-        ci95: ci95(trial_means).map_or(0.0, |c| c.half_width * k),
+        ci95: ci95(trial_means).map(|c| c.half_width * k),
     }
 }
 
@@ -1041,11 +1052,11 @@ mod tests {
         assert_eq!(cal.first(None), 2);
         // Previous point took 10 µs per repetition: a quarter trial is 500 repetitions.
         assert_eq!(cal.first(Some(10_000.0)), 500);
-        // 2 repetitions in 20 µs is far too short: grow, at most 64× at once.
-        assert_eq!(cal.next(2, 20_000, true), Some(128));
-        // 500 repetitions in 5 ms (a quarter of the target) is enough.
-        assert_eq!(cal.next(500, 5_000_000, true), None);
-        assert_eq!(cal.next(2, 20_000, false), None, "no warm-up: no growth");
+        // 2 repetitions of 10 µs are far too short: grow, at most 64× at once.
+        assert_eq!(cal.next(2, 10_000.0, true), Some(128));
+        // 500 repetitions of 10 µs (a quarter of the target) are enough.
+        assert_eq!(cal.next(500, 10_000.0, true), None);
+        assert_eq!(cal.next(2, 10_000.0, false), None, "no warm-up: no growth");
         assert_eq!(cal.timed(10_000.0), 2000);
         assert_eq!(cal.timed(1e12), 1, "at least one repetition");
     }
@@ -1094,8 +1105,12 @@ mod tests {
         // 1000 bytes in 10 µs RTT: 1000 B per 5 µs one way = 1600 Mbit/s.
         let e = rate_from_times(1000.0, &[10_000.0, 10_000.0, 10_000.0], 10_000.0);
         assert!((e.mean - 1600.0).abs() < 1e-9);
-        assert_eq!(e.ci95, 0.0);
+        assert_eq!(e.ci95, Some(0.0));
         assert_eq!(e.trials, 3);
         assert_eq!(rate_from_times(1000.0, &[], f64::INFINITY).trials, 0);
+        // One trial: a mean, but no interval — never a zero-width one.
+        let one = rate_from_times(1000.0, &[10_000.0], 10_000.0);
+        assert_eq!((one.trials, one.ci95), (1, None));
+        assert_eq!(estimate(&[5.0]).ci95, None);
     }
 }

@@ -50,6 +50,22 @@ fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
     Some(now?.saturating_sub(before.unwrap_or(0)))
 }
 
+/// The CPUs this process may run on (its affinity mask), in ascending order.
+pub fn allowed_cpus() -> Vec<u32> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity(0) fills it for this thread, and
+    // CPU_ISSET reads within CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .map(|c| c as u32)
+            .collect()
+    }
+}
+
 /// Pins the calling thread to `cpu`. Returns the error text when the kernel refuses.
 pub fn pin_current_thread(cpu: u32) -> Result<(), String> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());

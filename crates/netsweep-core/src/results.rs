@@ -91,8 +91,9 @@ pub struct Distribution {
     pub p999: f64,
     pub max: f64,
     pub stddev: f64,
-    /// Half-width of the 95% confidence interval of the mean, from per-trial means.
-    pub ci95: f64,
+    /// Half-width of the 95% confidence interval of the mean, from per-trial means; `None`
+    /// (null) when fewer than two trials were measured: no interval exists then.
+    pub ci95: Option<f64>,
 }
 
 /// A rate estimated from several trials: mean over trials with its 95% confidence interval.
@@ -101,8 +102,9 @@ pub struct Distribution {
 pub struct Estimate {
     /// Mean over trials.
     pub mean: f64,
-    /// Half-width of the 95% confidence interval of the mean (same unit).
-    pub ci95: f64,
+    /// Half-width of the 95% confidence interval of the mean (same unit); `None` (null) when
+    /// fewer than two trials were measured: no interval exists then, and none is claimed.
+    pub ci95: Option<f64>,
     /// Best trial.
     pub max: f64,
     /// Trials it is estimated from.
@@ -110,13 +112,15 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// Half-width relative to the mean (∞ when the mean is 0).
-    pub fn relative_ci(&self) -> f64 {
-        if self.mean == 0.0 {
+    /// Half-width relative to the mean: `None` when no interval was measured, ∞ when the
+    /// mean is 0.
+    pub fn relative_ci(&self) -> Option<f64> {
+        let ci = self.ci95?;
+        Some(if self.mean == 0.0 {
             f64::INFINITY
         } else {
-            self.ci95 / self.mean.abs()
-        }
+            ci / self.mean.abs()
+        })
     }
 }
 
@@ -311,7 +315,8 @@ pub struct PointResult {
     pub server: SideTotals,
     /// The precision target of the run and whether this point met it.
     pub precision_target: f64,
-    /// Achieved relative CI half-width; `None` when it cannot be computed (a zero mean).
+    /// Achieved relative CI half-width; `None` when it cannot be computed (fewer than two
+    /// trials, or a zero mean). A point without one has not met the target.
     pub precision_achieved: Option<f64>,
     pub precision_met: bool,
     pub stop_reason: StopReason,

@@ -338,6 +338,10 @@ pub struct RunSpec {
     /// After the sweep, measure finely around suspected anomalies (`--refine`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refine: bool,
+    /// The knobs' CPUs were chosen by netsweep's default placement, not asked for with
+    /// `--cpu` (see [`RunSpec::placement`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default_placement: bool,
     /// Knobs applied on the client's endpoint.
     pub client_knobs: Knobs,
     /// Knobs applied on the server's endpoint.
@@ -363,8 +367,26 @@ impl RunSpec {
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,
             refine: false,
+            default_placement: false,
             client_knobs: Knobs::default(),
             server_knobs: Knobs::default(),
+        }
+    }
+
+    /// Where the data threads run, in words: pinned (by `--cpu` or by default) or free.
+    pub fn placement(&self) -> String {
+        let how = if self.default_placement {
+            "by default; --cpu free lets the scheduler place them"
+        } else {
+            "--cpu"
+        };
+        match (self.client_knobs.cpu, self.server_knobs.cpu) {
+            (Some(c), Some(s)) if c == s => format!("both ends on CPU {c} ({how})"),
+            (None, None) => "free: the scheduler places both ends (recorded per point)".into(),
+            (c, s) => {
+                let one = |x: Option<u32>| x.map_or("free".into(), |c| format!("CPU {c}"));
+                format!("client on {}, server on {} ({how})", one(c), one(s))
+            }
         }
     }
 

@@ -18,7 +18,9 @@ pub fn row(p: &PointResult) -> String {
         p.trials.to_string(),
         p.repetitions.to_string(),
         format!("{:.3}", p.throughput_mbps.mean),
-        format!("{:.3}", p.throughput_mbps.ci95),
+        p.throughput_mbps
+            .ci95
+            .map_or(String::new(), |c| format!("{c:.3}")),
         opt(l.map(|d| d.p50)),
         opt(l.map(|d| d.p90)),
         opt(l.map(|d| d.p99)),

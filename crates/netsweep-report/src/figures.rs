@@ -125,8 +125,9 @@ fn throughput(runs: &[Named<'_>], labels: &[String]) -> Chart {
             band: p
                 .iter()
                 .map(|p| {
-                    let e = p.throughput_mbps;
-                    (p.size as f64, (e.mean - e.ci95).max(0.0), e.mean + e.ci95)
+                    // No interval measured: the band is the point itself.
+                    let (e, ci) = (p.throughput_mbps, p.throughput_mbps.ci95.unwrap_or(0.0));
+                    (p.size as f64, (e.mean - ci).max(0.0), e.mean + ci)
                 })
                 .collect(),
             ..Default::default()

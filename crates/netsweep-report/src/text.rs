@@ -19,6 +19,7 @@ pub fn header(run: &RunResult) -> String {
         s.sizes.len(),
         s.precision * 100.0
     );
+    let _ = writeln!(out, "placement: {}", s.placement());
     out.push_str(&columns(s));
     out
 }
@@ -78,10 +79,62 @@ fn flags(p: &PointResult) -> String {
         });
     }
     if !p.notes.is_empty() {
+        // The row names each note; its text is said once, under the table (see [`notes`]).
         f.push_str("  * ");
-        f.push_str(&p.notes.join("; "));
+        let labels: Vec<&str> = p.notes.iter().map(|n| note_label(n)).collect();
+        f.push_str(&labels.join("; "));
     }
     f
+}
+
+/// A note's name in a table row: its text up to the first colon.
+fn note_label(note: &str) -> &str {
+    note.split_once(':').map_or(note, |(label, _)| label).trim()
+}
+
+/// The notes of a run said once each, under the table, with the sizes they concern: a note
+/// repeated on many rows (placement varied, a server timeout…) would otherwise fill the table.
+pub fn notes(run: &RunResult) -> String {
+    let mut groups: Vec<(&str, &str, Vec<u64>)> = Vec::new();
+    for p in &run.points {
+        for n in &p.notes {
+            let label = note_label(n);
+            match groups.iter_mut().find(|g| g.0 == label) {
+                Some(g) => g.2.push(p.size),
+                None => groups.push((label, n, vec![p.size])),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (label, first, sizes) in groups {
+        if sizes.len() == 1 {
+            let _ = writeln!(out, "* {} at {}: {first}", label, units::size(sizes[0]));
+        } else {
+            let _ = write!(
+                out,
+                "* {label} at {} sizes ({})",
+                sizes.len(),
+                size_list(&sizes)
+            );
+            match first.split_once(':') {
+                Some((_, detail)) => {
+                    let _ = writeln!(out, "; at {}:{detail}", units::size(sizes[0]));
+                }
+                None => out.push('\n'),
+            }
+        }
+    }
+    out
+}
+
+/// Sizes in bytes, comma-separated, the middle elided past a dozen.
+fn size_list(sizes: &[u64]) -> String {
+    let s = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    if sizes.len() <= 12 {
+        format!("{} B", s(sizes))
+    } else {
+        format!("{}, … {} B", s(&sizes[..8]), s(&sizes[sizes.len() - 2..]))
+    }
 }
 
 fn pct(x: f64) -> String {
@@ -91,7 +144,11 @@ fn pct(x: f64) -> String {
 /// One table line for a point.
 pub fn row(spec: &RunSpec, p: &PointResult) -> String {
     let dgram = spec.transport.is_datagram();
-    let ci = format!("{:.1}%", p.throughput_mbps.relative_ci().min(9.99) * 100.0);
+    // No interval from fewer than two trials: say so, never print a zero-width one.
+    let ci = p
+        .throughput_mbps
+        .relative_ci()
+        .map_or("n/a".into(), |c| format!("{:.1}%", c.min(9.99) * 100.0));
     let mut line = match spec.pattern {
         Pattern::Pingpong => {
             let l = p.latency.unwrap_or_default();
@@ -163,6 +220,7 @@ pub fn summary(run: &RunResult) -> String {
             s.elapsed_ns as f64 / 1e9
         );
     }
+    out.push_str(&notes(run));
     for a in &run.anomalies {
         let _ = writeln!(out, "{}", anomaly_line(a));
     }

@@ -133,7 +133,8 @@ fn row(size: u64, a: (f64, f64, u32), b: (f64, f64, u32), higher_is_better: bool
 }
 
 fn estimate(e: &Estimate, p: &PointResult) -> (f64, f64, u32) {
-    (e.mean, e.ci95, e.trials.max(p.trials))
+    // No interval (fewer than two trials) gives NaN: the test then says nothing.
+    (e.mean, e.ci95.unwrap_or(f64::NAN), e.trials.max(p.trials))
 }
 
 fn metric(a: &RunResult, b: &RunResult, m: Metric) -> Option<MetricComparison> {
@@ -156,8 +157,8 @@ fn metric(a: &RunResult, b: &RunResult, m: Metric) -> Option<MetricComparison> {
                 let (da, db) = (la.half_rtt_ns, lb.half_rtt_ns);
                 row(
                     pa.size,
-                    (da.mean, da.ci95, pa.trials),
-                    (db.mean, db.ci95, pb.trials),
+                    (da.mean, da.ci95.unwrap_or(f64::NAN), pa.trials),
+                    (db.mean, db.ci95.unwrap_or(f64::NAN), pb.trials),
                     false,
                 )
             }

@@ -58,7 +58,7 @@ pub fn table(run: &RunResult) -> String {
             o,
             "<td>{}</td><td>{}</td>",
             units::mbps(p.throughput_mbps.mean),
-            if ci.is_finite() {
+            if let Some(ci) = ci.filter(|c| c.is_finite()) {
                 format!("{:.1}%", ci * 100.0)
             } else {
                 "-".into()
