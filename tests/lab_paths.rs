@@ -1,11 +1,11 @@
 //! Issue 4 in namespaces: SO_PRIORITY picks the htb class under competing load, the `packet`
 //! transport runs beside udp across a 1500-byte link (seed 000), and a udp sweep across the
 //! fragmentation boundary reports the extra loss of multi-fragment datagrams honestly.
-//! Needs root; prints a loud SKIPPED line otherwise.
+//! Needs root: ignored without it, run by ./run-tests as root.
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{can_build_labs, lock, run_id};
+use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
 use std::process::{Output, Stdio};
@@ -53,11 +53,9 @@ ceil = "10mbit"
 "#;
 
 #[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn priority_values_map_to_their_htb_classes_under_competing_load() {
-    if !can_build_labs("priority_values_map_to_their_htb_classes") {
-        return;
-    }
-    let _l = lock().unwrap();
+    let _l = lab_test("priority_values_map_to_their_htb_classes");
     let lab = Lab::up(&Topology::parse(CLASSES).unwrap(), &run_id("prio")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let dir = scratch("prio");
@@ -154,11 +152,9 @@ loss = { probability = 0.02, protocol = "udp", direction = "a-to-b" }
 "#;
 
 #[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn udp_across_the_fragmentation_boundary_loses_per_fragment() {
-    if !can_build_labs("udp_across_the_fragmentation_boundary") {
-        return;
-    }
-    let _l = lock().unwrap();
+    let _l = lab_test("udp_across_the_fragmentation_boundary");
     let lab = Lab::up(&Topology::parse(LOSSY_1500).unwrap(), &run_id("frag")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
@@ -223,11 +219,9 @@ rate = "200mbit"
 "#;
 
 #[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn packet_and_udp_side_by_side_up_to_the_mtu() {
-    if !can_build_labs("packet_and_udp_side_by_side_up_to_the_mtu") {
-        return;
-    }
-    let _l = lock().unwrap();
+    let _l = lab_test("packet_and_udp_side_by_side_up_to_the_mtu");
     let lab = Lab::up(&Topology::parse(PLAIN_1500).unwrap(), &run_id("dlpi")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let dir = scratch("dlpi");
@@ -291,11 +285,9 @@ impl Drop for Netns {
 }
 
 #[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn crr_reports_ephemeral_port_exhaustion_instead_of_hanging() {
-    if !can_build_labs("crr_reports_ephemeral_port_exhaustion") {
-        return;
-    }
-    let _l = lock().unwrap();
+    let _l = lab_test("crr_reports_ephemeral_port_exhaustion");
     let ns = Netns(format!("nsw-{}", run_id("ports")));
     let sh = |args: &[&str]| {
         let o = std::process::Command::new("ip")

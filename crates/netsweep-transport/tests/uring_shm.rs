@@ -14,19 +14,20 @@ use netsweep_transport::{probe_api, shm};
 use std::io;
 use std::time::{Duration, Instant};
 
-fn uring_available() -> bool {
+/// Panics with the probe's reason unless io_uring works here (it must on this kind of
+/// machine: `sysctl kernel.io_uring_disabled=0`, and no seccomp filter blocking it).
+fn require_uring() {
     let p = probe_api(Transport::Udp, Api::Uring);
-    if !p.available {
-        eprintln!("skipping: io_uring: {}", p.reason.unwrap_or_default());
-    }
-    p.available
+    assert!(
+        p.available,
+        "io_uring must work here: {} (sysctl kernel.io_uring_disabled=0)",
+        p.reason.unwrap_or_default()
+    );
 }
 
 #[test]
 fn uring_batches_take_fewer_enters_than_messages() {
-    if !uring_available() {
-        return;
-    }
+    require_uring();
     for (t, size, batch) in [
         (Transport::Udp, 64usize, 32usize),
         (Transport::Tcp, 4096, 8),
@@ -64,9 +65,7 @@ fn uring_batches_take_fewer_enters_than_messages() {
 
 #[test]
 fn uring_recv_timeout_cancels_and_the_ring_still_works() {
-    if !uring_available() {
-        return;
-    }
+    require_uring();
     for t in [Transport::Tcp, Transport::Udp] {
         let s = setup(t, Api::Uring, Pattern::Pingpong, 64, &Knobs::default());
         let (mut c, mut srv) = pair(&s, &Knobs::default()).expect("uring pair");

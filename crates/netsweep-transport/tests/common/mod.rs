@@ -27,6 +27,15 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Panics with the fix unless running as root. Its callers are `#[ignore = "needs root …"]`:
+/// without root the harness reports them ignored; `./run-tests` as root runs them.
+pub fn require_root(test: &str) {
+    assert!(
+        is_root(),
+        "{test} needs root (network namespaces, CAP_NET_RAW): run it as root, e.g. `sudo ./run-tests`"
+    );
+}
+
 pub fn setup(
     t: Transport,
     api: Api,
