@@ -7,7 +7,11 @@
 //! `./run-tests` as root runs them with `--include-ignored`. Once a lab test runs, a missing
 //! prerequisite is a failure that names the fix, never a silent pass.
 
+use crate::cmd;
+use crate::counters::parse_nft_counter;
+use crate::error::{LabError, Result};
 use crate::preflight::{is_root, missing_tools};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
@@ -88,9 +92,141 @@ pub fn run_id(tag: &str) -> String {
     format!("{tag}{}", std::process::id() % 1_000_000)
 }
 
+/// nft match for netsweep's IPv4 UDP data datagrams: at least the 20-byte sequence header,
+/// so never the 8-byte handshake cookie (whose resends would blur the count).
+pub const UDP_DATA: &str = "ip protocol udp udp length >= 28";
+/// nft match for the `packet` transport's client→server data frames (EtherType 0x88B5,
+/// kind 1 in the byte after the session tag), never its hello frames.
+pub const PACKET_DATA: &str = "ether type 0x88b5 @nh,32,8 1";
+
+/// A known number of induced drops, an independent count to check reported loss against: an
+/// nft `netdev` table in namespace `ns` that drops every `every`-th frame arriving on `iface`
+/// that matches an nft expression, counting each drop. Deterministic (`numgen inc`), at
+/// ingress (so the sender's `sendto()` never sees it), removed on drop.
+#[derive(Debug)]
+pub struct InducedDrops {
+    ns: String,
+    table: String,
+}
+
+impl InducedDrops {
+    /// Installs the drop rule; `every` ≥ 2.
+    pub fn install(ns: &str, iface: &str, matcher: &str, every: u32) -> Result<Self> {
+        if every < 2 {
+            return Err(LabError::Usage(format!(
+                "induced drops: every = {every} would drop everything; use 2 or more"
+            )));
+        }
+        let table = format!("nsw-drops-{iface}");
+        let script = format!(
+            "table netdev {table} {{\n\tcounter drops {{ }}\n\tchain ingress {{\n\t\t\
+             type filter hook ingress device \"{iface}\" priority -500; policy accept;\n\t\t\
+             {matcher} numgen inc mod {every} == {} counter name \"drops\" drop\n\t}}\n}}\n",
+            every - 1
+        );
+        let args = ["netns", "exec", ns, &nft(), "-f", "-"].map(String::from);
+        cmd::run(
+            &format!("installing induced drops on {iface} in {ns}"),
+            "ip",
+            &args,
+            Some(&script),
+        )?;
+        Ok(Self {
+            ns: ns.to_string(),
+            table,
+        })
+    }
+
+    /// Frames dropped so far.
+    pub fn dropped(&self) -> Result<u64> {
+        let args = [
+            "netns",
+            "exec",
+            &self.ns,
+            &nft(),
+            "-j",
+            "list",
+            "counter",
+            "netdev",
+            &self.table,
+            "drops",
+        ]
+        .map(String::from);
+        let out = cmd::run("reading the induced-drop counter", "ip", &args, None)?;
+        parse_nft_counter(&out).map(|(p, _)| p).ok_or_else(|| {
+            LabError::Usage(format!(
+                "nft printed no counter drops in table netdev {} of {}",
+                self.table, self.ns
+            ))
+        })
+    }
+}
+
+impl Drop for InducedDrops {
+    fn drop(&mut self) {
+        let args = [
+            "netns",
+            "exec",
+            &self.ns,
+            &nft(),
+            "delete",
+            "table",
+            "netdev",
+            &self.table,
+        ]
+        .map(String::from);
+        let _ = cmd::run("removing induced drops", "ip", &args, None);
+    }
+}
+
+fn nft() -> String {
+    cmd::find_tool("nft")
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "nft".into())
+}
+
+/// The kernel's UDP counters of namespace `ns` (`Udp:` of its /proc/net/snmp: InDatagrams,
+/// RcvbufErrors, InErrors…): what the receiving stack itself dropped, independently of
+/// netsweep.
+pub fn udp_snmp(ns: &str) -> Result<BTreeMap<String, u64>> {
+    let args = ["netns", "exec", ns, "cat", "/proc/net/snmp"].map(String::from);
+    let text = cmd::run(
+        &format!("reading /proc/net/snmp in {ns}"),
+        "ip",
+        &args,
+        None,
+    )?;
+    parse_snmp(&text, "Udp:")
+        .ok_or_else(|| LabError::Usage(format!("no Udp: lines in /proc/net/snmp of {ns}")))
+}
+
+/// The `proto` section (e.g. "Udp:") of /proc/net/snmp: a header line of names, then values.
+pub fn parse_snmp(text: &str, proto: &str) -> Option<BTreeMap<String, u64>> {
+    let mut lines = text.lines().filter(|l| l.starts_with(proto));
+    let names = lines.next()?.split_whitespace().skip(1);
+    let values = lines.next()?.split_whitespace().skip(1);
+    Some(
+        names
+            .zip(values)
+            .filter_map(|(n, v)| Some((n.to_string(), v.parse().ok()?)))
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_the_udp_section_of_snmp() {
+        let text = "Ip: Forwarding DefaultTTL\nIp: 1 64\nUdp: InDatagrams NoPorts InErrors \
+                    OutDatagrams RcvbufErrors\nUdp: 10 2 3 7 3\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        let u = parse_snmp(text, "Udp:").unwrap();
+        assert_eq!(u["InDatagrams"], 10);
+        assert_eq!(u["RcvbufErrors"], 3);
+        assert_eq!(u.len(), 5);
+        assert!(parse_snmp(text, "Tcp:").is_none());
+    }
 
     #[test]
     fn the_blocker_matches_the_machine() {
