@@ -144,11 +144,8 @@ fn udp_loss_equals_the_nft_drop_counter_exactly() {
         .sum();
     assert!(point_lost <= lost);
     for p in v["points"].as_array().unwrap() {
-        let l = &p["loss"];
-        assert_eq!(
-            l["sent"].as_u64().unwrap() - l["received"].as_u64().unwrap(),
-            l["lost"].as_u64().unwrap()
-        );
+        // Hundreds of datagrams per timed trial at 2%: every point saw some of the drops.
+        assert!(p["loss"]["lost"].as_u64().unwrap() > 0, "{}", p["loss"]);
     }
     lab.down().unwrap();
 }

@@ -109,3 +109,35 @@ pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> s
     }
     child
 }
+
+/// A network namespace `nsw-<tag><pid>` with `lo` up, deleted on drop.
+pub struct ScratchNetns(pub String);
+
+impl ScratchNetns {
+    pub fn new(tag: &str) -> ScratchNetns {
+        let ns = ScratchNetns(format!("nsw-{}", netsweep_lab::testing::run_id(tag)));
+        for args in [
+            vec!["netns", "add", &ns.0],
+            vec!["-n", &ns.0, "link", "set", "lo", "up"],
+        ] {
+            let o = std::process::Command::new("ip")
+                .args(&args)
+                .output()
+                .expect("ip (iproute2) runs");
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        ns
+    }
+}
+
+impl Drop for ScratchNetns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
+}
