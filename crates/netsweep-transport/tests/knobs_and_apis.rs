@@ -12,7 +12,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 #[test]
+#[ignore = "needs root (CAP_NET_ADMIN: SO_BUSY_POLL, congestion controls outside \
+            tcp_allowed_congestion_control): ./run-tests runs it as root"]
 fn tcp_knobs_read_back() {
+    require_root("tcp_knobs_read_back");
     let avail = netsweep_transport::knobs::available_congestion_control();
     for cc in ["cubic", "reno"] {
         // reno is built in; cubic is Linux's default (built in on Debian kernels).

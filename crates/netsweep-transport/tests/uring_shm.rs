@@ -190,8 +190,10 @@ fn shm_recv_timeout_and_dropped_peer() {
 }
 
 /// The child half of `shm_dead_process_is_noticed`: binds to the server's file, then exits
-/// without dropping its endpoint (as a killed process would).
+/// without dropping its endpoint (as a killed process would). Ignored: run on its own (as
+/// `--include-ignored` does) it has nothing to connect to and returns at once.
 #[test]
+#[ignore = "not a test by itself: the child process of shm_dead_process_is_noticed"]
 fn shm_child_that_dies() {
     let (Ok(path), Ok(cookie)) = (
         std::env::var("NETSWEEP_SHM_CHILD_PATH"),
@@ -224,7 +226,7 @@ fn shm_dead_process_is_noticed() {
     let cookie = cookie();
     let exe = std::env::current_exe().expect("test binary");
     let mut child = std::process::Command::new(exe)
-        .args(["--exact", "shm_child_that_dies", "--nocapture"])
+        .args(["--exact", "shm_child_that_dies", "--ignored", "--nocapture"])
         .env("NETSWEEP_SHM_CHILD_PATH", &path)
         .env("NETSWEEP_SHM_CHILD_COOKIE", cookie.to_string())
         .spawn()
