@@ -155,10 +155,14 @@ fn mmsg_batches_sends() {
         calls * 16 >= msgs && calls <= msgs.div_ceil(16) + 8,
         "{msgs} messages in {calls} calls"
     );
+    // The loss figures agree with each side's own count (loss itself is checked against
+    // induced drops in run_transports::udp_stream_loss_equals_induced_and_kernel_drops).
     let l = &pt(&v)["loss"];
-    assert_eq!(
-        l["sent"].as_u64().unwrap() - l["received"].as_u64().unwrap(),
-        l["lost"].as_u64().unwrap()
+    assert_eq!(l["sent"], c["messages_sent"]);
+    let got = pt(&v)["server"]["messages_received"].as_u64().unwrap();
+    assert!(
+        l["received"].as_u64().unwrap() <= got,
+        "{l} vs {got} received"
     );
 }
 

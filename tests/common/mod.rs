@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: run the real binary, load its results.
+//! Helpers shared by the integration tests: run the real binary, load its results, and the
+//! hard prerequisite checks of the tests that are `#[ignore]`d unless `./run-tests` runs them.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -59,9 +60,31 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Says loudly that a test was skipped.
-pub fn skip(test: &str, why: &str) {
-    eprintln!("\n*** SKIPPED {test}: {why} ***\n");
+/// Panics with the fix unless running as root. Tests that call it are `#[ignore = "needs
+/// root …"]`: without root the harness reports them ignored, and `./run-tests` as root runs
+/// them (`--include-ignored`), so reaching this check without root is a mistake to report.
+pub fn require_root(test: &str) {
+    assert!(
+        is_root(),
+        "{test} needs root (network namespaces): run it as root, e.g. `sudo ./run-tests`"
+    );
+}
+
+/// True when `tool` is on the PATH.
+pub fn have(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Panics naming the Debian package to install unless `tool` is on the PATH.
+pub fn require_tool(test: &str, tool: &str, package: &str) {
+    assert!(
+        have(tool),
+        "{test} needs {tool}: apt-get install -y {package} (./run-tests installs it as root)"
+    );
 }
 
 /// Starts `netsweep serve` on `bind:port` inside a lab host and waits until it listens.
@@ -85,4 +108,36 @@ pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> s
         std::thread::sleep(Duration::from_millis(50));
     }
     child
+}
+
+/// A network namespace `nsw-<tag><pid>` with `lo` up, deleted on drop.
+pub struct ScratchNetns(pub String);
+
+impl ScratchNetns {
+    pub fn new(tag: &str) -> ScratchNetns {
+        let ns = ScratchNetns(format!("nsw-{}", netsweep_lab::testing::run_id(tag)));
+        for args in [
+            vec!["netns", "add", &ns.0],
+            vec!["-n", &ns.0, "link", "set", "lo", "up"],
+        ] {
+            let o = std::process::Command::new("ip")
+                .args(&args)
+                .output()
+                .expect("ip (iproute2) runs");
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        ns
+    }
+}
+
+impl Drop for ScratchNetns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.0])
+            .status();
+    }
 }

@@ -1,9 +1,11 @@
-//! The conformance body, run against every transport × api that probes available here, over
+//! The conformance body, run against every transport × api this build supports, over
 //! loopback, through the TransportFactory and the real pattern loops: sizes 0 (datagrams) /
 //! 1 / 1499 / 1500 / 1501 / the largest datagram / 1 MiB (streams), payload integrity, and
 //! peer close → error (streams) or counted loss (datagrams), never a hang. `shm` and
 //! `--api uring` (batch 8 in the stream test) run here too; their own cases are in
-//! uring_shm.rs.
+//! uring_shm.rs. Every combination must probe available (a probe that regresses fails the
+//! tests instead of shrinking them); `packet` needs CAP_NET_RAW, so its run is a root test
+//! (ignored without root, run by ./run-tests as root).
 
 mod common;
 
@@ -24,28 +26,96 @@ fn largest(t: Transport) -> usize {
     }
 }
 
-fn combos() -> Vec<(Transport, Api)> {
-    let mut v = Vec::new();
-    for t in Transport::ALL {
-        for &api in supported_apis(t) {
+/// Every transport × api that must work here without privileges (`netsweep list` as any
+/// user on this kind of machine: Linux ≥ 5.19 with io_uring and MPTCP enabled).
+const UNPRIVILEGED: &[(Transport, &[Api])] = &[
+    (
+        Transport::Tcp,
+        &[
+            Api::Basic,
+            Api::Zerocopy,
+            Api::Sendfile,
+            Api::Splice,
+            Api::Uring,
+        ],
+    ),
+    (
+        Transport::Udp,
+        &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring],
+    ),
+    (Transport::UnixStream, &[Api::Basic, Api::Splice]),
+    (Transport::UnixDgram, &[Api::Basic, Api::Mmsg]),
+    (Transport::UnixSeqpacket, &[Api::Basic]),
+    (Transport::Mptcp, &[Api::Basic, Api::Sendfile]),
+    (Transport::Udplite, &[Api::Basic, Api::Mmsg]),
+    (Transport::Shm, &[Api::Basic]),
+];
+
+/// Those that need root (CAP_NET_RAW).
+const AS_ROOT: &[(Transport, &[Api])] = &[(Transport::Packet, &[Api::Basic, Api::Mmsg])];
+
+fn flatten(list: &[(Transport, &[Api])]) -> Vec<(Transport, Api)> {
+    list.iter()
+        .flat_map(|&(t, apis)| apis.iter().map(move |&a| (t, a)))
+        .collect()
+}
+
+/// The combinations of `list`, each asserted available here (the failure names the probe's
+/// reason and the fix) — never silently dropped.
+fn available(list: &[(Transport, &[Api])]) -> Vec<(Transport, Api)> {
+    let v = flatten(list);
+    let missing: Vec<String> = v
+        .iter()
+        .filter_map(|&(t, api)| {
             let p = probe_api(t, api);
-            if p.available {
-                v.push((t, api));
-            } else {
-                eprintln!(
-                    "skipping {t} × {}: {}",
-                    api.name(),
-                    p.reason.unwrap_or_default()
-                );
-            }
-        }
-    }
+            (!p.available)
+                .then(|| format!("{t} × {}: {}", api.name(), p.reason.unwrap_or_default()))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "combinations that must work on this machine do not (a probe regressed, or the kernel \
+         lacks a feature: sysctl kernel.io_uring_disabled=0, net.mptcp.enabled=1):\n  {}",
+        missing.join("\n  ")
+    );
     v
+}
+
+/// Every unprivileged combination, each asserted available.
+fn combos() -> Vec<(Transport, Api)> {
+    available(UNPRIVILEGED)
+}
+
+#[test]
+fn the_required_combinations_are_every_supported_one() {
+    let mut want = flatten(UNPRIVILEGED);
+    want.extend(flatten(AS_ROOT));
+    let have: Vec<(Transport, Api)> = Transport::ALL
+        .into_iter()
+        .flat_map(|t| supported_apis(t).iter().map(move |&a| (t, a)))
+        .collect();
+    let key = |v: &[(Transport, Api)]| {
+        let mut k: Vec<String> = v
+            .iter()
+            .map(|(t, a)| format!("{t} × {}", a.name()))
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        key(&want),
+        key(&have),
+        "the lists above must name every supported combination (update them with the registry)"
+    );
 }
 
 #[test]
 fn every_transport_and_api_pingpong_integrity() {
-    for (t, api) in combos() {
+    pingpong_integrity(&combos());
+}
+
+fn pingpong_integrity(combos: &[(Transport, Api)]) {
+    for &(t, api) in combos {
         if api == Api::Splice {
             continue; // stream-only by design (check_api refuses pingpong)
         }
@@ -81,7 +151,11 @@ fn every_transport_and_api_pingpong_integrity() {
 
 #[test]
 fn every_transport_and_api_stream_accounting() {
-    for (t, api) in combos() {
+    stream_accounting(&combos());
+}
+
+fn stream_accounting(combos: &[(Transport, Api)]) {
+    for &(t, api) in combos {
         let batch = if matches!(api, Api::Mmsg | Api::Uring) {
             8
         } else {
@@ -132,7 +206,11 @@ fn every_transport_and_api_stream_accounting() {
 
 #[test]
 fn peer_close_is_an_error_or_counted_loss_never_a_hang() {
-    for (t, api) in combos() {
+    peer_close(&combos());
+}
+
+fn peer_close(combos: &[(Transport, Api)]) {
+    for &(t, api) in combos {
         if api == Api::Splice {
             continue;
         }
@@ -176,6 +254,19 @@ fn peer_close_is_an_error_or_counted_loss_never_a_hang() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW for packet): ./run-tests runs it as root"]
+fn packet_conformance_as_root() {
+    assert!(
+        is_root(),
+        "packet_conformance_as_root needs root (CAP_NET_RAW): run it as root, e.g. `sudo ./run-tests`"
+    );
+    let packet = available(AS_ROOT);
+    pingpong_integrity(&packet);
+    stream_accounting(&packet);
+    peer_close(&packet);
+}
+
+#[test]
 fn unsupported_api_is_refused_with_the_list() {
     let s = setup(
         Transport::Tcp,
@@ -201,12 +292,14 @@ fn unsupported_api_is_refused_with_the_list() {
 }
 
 #[test]
+#[ignore = "needs root (CAP_NET_RAW for packet): ./run-tests runs it as root"]
 fn packet_size_above_the_mtu_names_it() {
     let p = netsweep_transport::probe(Transport::Packet);
-    if !p.available {
-        eprintln!("skipping: {:?}", p.reason);
-        return;
-    }
+    assert!(
+        p.available,
+        "packet needs root (CAP_NET_RAW): {:?}",
+        p.reason
+    );
     let mtu = netsweep_transport::sys::if_mtu("lo").unwrap_or(65_536);
     let s = setup(
         Transport::Packet,

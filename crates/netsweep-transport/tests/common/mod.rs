@@ -27,6 +27,36 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Panics with the fix unless running as root. Its callers are `#[ignore = "needs root …"]`:
+/// without root the harness reports them ignored; `./run-tests` as root runs them.
+pub fn require_root(test: &str) {
+    assert!(
+        is_root(),
+        "{test} needs root (network namespaces, CAP_NET_RAW): run it as root, e.g. `sudo ./run-tests`"
+    );
+}
+
+/// The machine-wide lab test lock (netsweep_lab::testing::LOCK_FILE), held until dropped:
+/// tests here that make `nsw-` namespaces must not run while another test's `lab clean`
+/// removes every `nsw-` object.
+#[derive(Debug)]
+pub struct LabLock(std::fs::File);
+
+/// [`require_root`], then the lab test lock.
+pub fn root_test(test: &str) -> LabLock {
+    require_root(test);
+    let f = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/tmp/netsweep-lab-tests.lock")
+        .unwrap_or_else(|e| panic!("{test}: /tmp/netsweep-lab-tests.lock: {e}"));
+    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "{test}: flock: {}", io::Error::last_os_error());
+    LabLock(f)
+}
+
 pub fn setup(
     t: Transport,
     api: Api,
@@ -305,4 +335,114 @@ impl Veth {
         thread::sleep(Duration::from_millis(50));
         Ok(v)
     }
+}
+
+/// Runs `cmd args…` inside namespace `ns`, feeding `stdin`; returns stdout.
+pub fn ns_exec(ns: &str, cmd: &[&str], stdin: Option<&str>) -> io::Result<String> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut input = c.stdin.take().ok_or_else(|| io::Error::other("no stdin"))?;
+    input.write_all(stdin.unwrap_or("").as_bytes())?;
+    drop(input);
+    let out = c.wait_with_output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "{}: {} (apt-get install nftables iproute2)",
+            cmd.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// nft match for the `packet` transport's client→server data frames (EtherType 0x88B5, kind
+/// 1 in the byte after the session tag), never its hello frames.
+pub const PACKET_DATA: &str = "ether type 0x88b5 @nh,32,8 1";
+
+/// A known number of induced drops: an nft `netdev` table in `ns` dropping every `every`-th
+/// frame matching `matcher` that arrives on `iface`, counting each (the same rule as
+/// netsweep_lab::testing::InducedDrops). Removed on drop.
+#[derive(Debug)]
+pub struct InducedDrops {
+    ns: String,
+    table: String,
+}
+
+impl InducedDrops {
+    pub fn install(ns: &str, iface: &str, matcher: &str, every: u32) -> io::Result<Self> {
+        let table = format!("nsw-drops-{iface}");
+        let script = format!(
+            "table netdev {table} {{\n\tcounter drops {{ }}\n\tchain ingress {{\n\t\t\
+             type filter hook ingress device \"{iface}\" priority -500; policy accept;\n\t\t\
+             {matcher} numgen inc mod {every} == {} counter name \"drops\" drop\n\t}}\n}}\n",
+            every - 1
+        );
+        ns_exec(ns, &["nft", "-f", "-"], Some(&script))?;
+        Ok(Self {
+            ns: ns.into(),
+            table,
+        })
+    }
+
+    /// Frames dropped so far.
+    pub fn dropped(&self) -> io::Result<u64> {
+        let out = ns_exec(
+            &self.ns,
+            &[
+                "nft",
+                "-j",
+                "list",
+                "counter",
+                "netdev",
+                &self.table,
+                "drops",
+            ],
+            None,
+        )?;
+        // {"nftables": [{"metainfo": …}, {"counter": {…, "packets": N, "bytes": M}}]}
+        let at = out
+            .find("\"packets\":")
+            .ok_or_else(|| io::Error::other(format!("no packet count in {out}")))?;
+        out[at + 10..]
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("bad packet count in {out}")))
+    }
+}
+
+impl Drop for InducedDrops {
+    fn drop(&mut self) {
+        let _ = ns_exec(
+            &self.ns,
+            &["nft", "delete", "table", "netdev", &self.table],
+            None,
+        );
+    }
+}
+
+/// Frames the kernel dropped at packet sockets in namespace `ns` (a full receive buffer):
+/// the sum of `d` in `ss -0 -a -m` skmem, the sockets' sk_drops, counted by the kernel
+/// independently of netsweep.
+pub fn packet_socket_drops(ns: &str) -> io::Result<u64> {
+    let out = ns_exec(ns, &["ss", "-0", "-a", "-m", "-n"], None)?;
+    Ok(out
+        .split("skmem:(")
+        .skip(1)
+        .filter_map(|s| {
+            let fields = s.split(')').next()?;
+            fields
+                .split(',')
+                .find_map(|f| f.strip_prefix('d'))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum())
 }
