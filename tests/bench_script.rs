@@ -38,30 +38,32 @@ fn bench_peers_script_parses() {
 
 #[test]
 #[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
-fn bench_peers_python_compiles() {
+fn bench_python_scripts_compile() {
     require("python3", "python3");
-    let src = std::fs::read_to_string(root().join("bench/peers.py")).expect("bench/peers.py");
-    // compile() parses without writing __pycache__ into the tree.
-    let o = Command::new("python3")
-        .args([
-            "-c",
-            "import sys; compile(sys.stdin.read(), 'bench/peers.py', 'exec')",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().expect("stdin").write_all(src.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("python3 runs");
-    assert!(
-        o.status.success(),
-        "bench/peers.py does not compile: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    for script in ["bench/peers.py", "bench/default-run"] {
+        let src = std::fs::read_to_string(root().join(script)).expect(script);
+        // compile() parses without writing __pycache__ into the tree.
+        let o = Command::new("python3")
+            .args([
+                "-c",
+                &format!("import sys; compile(sys.stdin.read(), '{script}', 'exec')"),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().expect("stdin").write_all(src.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("python3 runs");
+        assert!(
+            o.status.success(),
+            "{script} does not compile: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 #[test]
