@@ -3,6 +3,7 @@
 use crate::units;
 use netsweep_core::results::{PointResult, RunResult, RunStatus, StopReason};
 use netsweep_core::spec::{Pattern, RunSpec};
+use netsweep_proto::messages::SendErrors;
 use std::fmt::Write;
 
 /// The title line and column header for a run.
@@ -77,11 +78,30 @@ fn flags(p: &PointResult) -> String {
             StopReason::Precision => "",
         });
     }
-    if !p.notes.is_empty() {
+    let mut notes: Vec<String> = p.notes.clone();
+    for (side, t) in [("client", &p.client), ("server", &p.server)] {
+        if let Some(n) = refused_note(side, &t.send_errors) {
+            notes.push(n);
+        }
+    }
+    if !notes.is_empty() {
         f.push_str("  * ");
-        f.push_str(&p.notes.join("; "));
+        f.push_str(&notes.join("; "));
     }
     f
+}
+
+/// "client stack refused 12 sends (EPERM 12): not sent, not counted lost", or nothing.
+fn refused_note(side: &str, e: &SendErrors) -> Option<String> {
+    if e.is_empty() {
+        return None;
+    }
+    let by: Vec<String> = e.nonzero().map(|(name, n)| format!("{name} {n}")).collect();
+    Some(format!(
+        "{side} stack refused {} sends ({}): not sent, not counted lost",
+        e.total(),
+        by.join(", ")
+    ))
 }
 
 fn pct(x: f64) -> String {
@@ -227,4 +247,23 @@ pub fn render(run: &RunResult) -> String {
     }
     out.push_str(&summary(run));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_sends_get_a_note_per_errno() {
+        assert_eq!(refused_note("client", &SendErrors::default()), None);
+        let e = SendErrors {
+            eperm: 12,
+            enobufs: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            refused_note("client", &e).unwrap(),
+            "client stack refused 15 sends (EPERM 12, ENOBUFS 3): not sent, not counted lost"
+        );
+    }
 }

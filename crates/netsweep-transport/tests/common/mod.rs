@@ -159,6 +159,7 @@ pub fn stream(
             &sig,
             TIMEOUT,
             &mut account,
+            std::time::Instant::now(),
         );
         r.map(|c| (c, s))
     });
