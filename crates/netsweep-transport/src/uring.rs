@@ -286,6 +286,7 @@ impl UringEndpoint {
         let fixed = r.fixed;
         let res = &mut self.res[..n];
         res.fill(PENDING);
+        let mut full = false;
         {
             let mut sq = r.ring.submission();
             for i in 0..n {
@@ -296,11 +297,18 @@ impl UringEndpoint {
                 // SAFETY: the buffers `e` points at are borrowed by the caller for the whole
                 // of `run`, which returns only when every CQE (or the ring's error) is in.
                 if unsafe { sq.push(&e) }.is_err() {
-                    return Err(io::Error::other(
-                        "uring: submission queue full (an engine bug: batch above prepare())",
-                    ));
+                    full = true;
+                    break;
                 }
             }
+        }
+        if full {
+            // The SQEs already queued point at this call's buffers: a later enter must never
+            // submit them. None was submitted yet (no SQPOLL), so dropping the ring is enough.
+            self.ring = None;
+            return Err(io::Error::other(
+                "uring: submission queue full (an engine bug: batch above prepare())",
+            ));
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut pending = n;

@@ -107,8 +107,9 @@ pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 /// every announced datagram arrived or none came for [`DGRAM_QUIET`] after the end; gives up
 /// after `idle` without data. `buf` holds `lens.len()` slots of `slot` bytes, each the
 /// largest message plus one byte; more than one slot receives in batches (recvmmsg).
-/// The endpoint's receive timeout must be [`SLICE`]. `epoch` is when this side was armed:
-/// the caller takes it, then tells the client it is ready, so no byte can arrive before it.
+/// The endpoint's receive timeout must be [`SLICE`]. `account` must be reset for the trial
+/// (and carry its cookie) before `epoch`, the moment this side was armed: the caller takes
+/// it, then tells the client it is ready, so no byte can arrive before it.
 #[allow(clippy::too_many_arguments)]
 pub fn receiver_trial(
     ep: &mut dyn Endpoint,
