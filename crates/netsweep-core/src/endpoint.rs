@@ -31,9 +31,22 @@ pub trait Endpoint: Send {
     fn send_batch(&mut self, data: &[u8], size: usize, count: usize) -> io::Result<(usize, u64)> {
         let mut calls = 0;
         for i in 0..count {
-            calls += send_message(self.as_dyn(), &data[i * size..(i + 1) * size])?;
+            match send_message(self.as_dyn(), &data[i * size..(i + 1) * size]) {
+                Ok(n) => calls += n,
+                // Like sendmmsg: report what went before the failure; the caller's next
+                // call starts at the failed message and gets its error.
+                Err(_) if i > 0 => return Ok((i, calls)),
+                Err(e) => return Err(e),
+            }
         }
         Ok((count, calls))
+    }
+
+    /// After [`send_batch`](Endpoint::send_batch) sent fewer messages than asked: why the
+    /// first unsent one failed, when the endpoint knows (taken once). `None` when it cannot
+    /// tell: sendmmsg(2) returns the count sent and drops the error of the next datagram.
+    fn take_send_error(&mut self) -> Option<io::Error> {
+        None
     }
 
     /// Receives up to `lens.len()` messages into slots of `slot` bytes in `data`, writing each

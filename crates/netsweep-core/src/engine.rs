@@ -378,6 +378,8 @@ impl Measurer<'_> {
             t.to_server_sent += client.messages_sent;
             t.to_client_sent += server.messages_sent;
             t.to_client_received += client.messages_received;
+            t.to_server_send_errors += client.send_errors.total();
+            t.to_client_send_errors += server.send_errors.total();
             // Distinct datagrams when the server de-duplicated them (stream), else all it got.
             t.to_server_received += server
                 .datagrams
@@ -612,7 +614,8 @@ impl Measurer<'_> {
             let t = &out.extra;
             lost += t.lost;
             late += t.late;
-            sent += reps;
+            // Requests the local stack refused were never sent.
+            sent += reps - t.refused;
             if t.completed > 0 {
                 let median = trial_hist.value_at_quantile(0.5) as f64;
                 medians.push(median);
@@ -662,6 +665,7 @@ impl Measurer<'_> {
                 0.0
             },
             late,
+            send_errors: p.client.send_errors.total(),
             ..Default::default()
         });
         Ok(p)
@@ -735,6 +739,7 @@ impl Measurer<'_> {
             }
             if let Some(d) = &s.datagrams {
                 loss.sent += c.messages_sent;
+                loss.send_errors += c.send_errors.total();
                 loss.received += d.received;
                 loss.lost += d.lost;
                 loss.reordered += d.reordered;
@@ -951,6 +956,7 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     sum.zerocopy_copied += c.zerocopy_copied;
     sum.tcp_retransmits = add_opt(sum.tcp_retransmits, c.tcp_retransmits);
     sum.tcp_dsacks = add_opt(sum.tcp_dsacks, c.tcp_dsacks);
+    sum.send_errors.add(&c.send_errors);
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -983,6 +989,7 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
         zerocopy_copied: c.zerocopy_copied,
         tcp_retransmits: c.tcp_retransmits,
         tcp_dsacks: c.tcp_dsacks,
+        send_errors: c.send_errors,
         service_demand_us_per_kb: if bytes_moved > 0 {
             (cpu / 1e3) / (bytes_moved as f64 / 1024.0)
         } else {

@@ -4,7 +4,7 @@
 //! Every field added later must be optional or defaulted so older files keep loading.
 
 use crate::spec::RunSpec;
-use netsweep_proto::messages::{GrantedKnobs, HostInfo};
+use netsweep_proto::messages::{GrantedKnobs, HostInfo, SendErrors};
 use serde::{Deserialize, Serialize};
 
 /// Value of the `schema` field.
@@ -163,6 +163,10 @@ pub struct Loss {
     pub foreign: u64,
     /// Replies that arrived after the client had given up on them (pingpong).
     pub late: u64,
+    /// Datagrams the sender's own stack refused (a local firewall drop, a full qdisc): not
+    /// in `sent`, not lost in the network. Per errno in each side's `send_errors`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub send_errors: u64,
     /// RFC 3550 interarrival jitter, mean over trials, nanoseconds.
     pub jitter_ns: f64,
 }
@@ -179,6 +183,15 @@ pub struct DatagramTotals {
     /// Sent by the server (echoes); received by the client.
     pub to_client_sent: u64,
     pub to_client_received: u64,
+    /// Sends each sender's own stack refused (not in the `sent` counts).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_server_send_errors: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_client_send_errors: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl DatagramTotals {
@@ -220,6 +233,9 @@ pub struct SideTotals {
     pub tcp_retransmits: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_dsacks: Option<u64>,
+    /// Datagram sends this side's own stack refused, per errno (not in `messages_sent`).
+    #[serde(skip_serializing_if = "SendErrors::is_empty")]
+    pub send_errors: SendErrors,
 }
 
 /// CPU placement of both data threads over a point's timed trials. On small machines

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Limits the server enforces on what a client may ask.
 #[derive(Debug, Clone)]
@@ -151,6 +151,14 @@ enum DataCmd {
     Trial { spec: TrialSpec, trial: u64 },
 }
 
+/// The control thread's ends of the channels to its data thread.
+struct DataChannels {
+    cmd: mpsc::Sender<DataCmd>,
+    /// One message per trial, sent once the data thread has taken its epoch.
+    armed: mpsc::Receiver<()>,
+    results: mpsc::Receiver<io::Result<SideCounters>>,
+}
+
 /// One session's control side.
 struct Session;
 
@@ -245,6 +253,7 @@ impl Session {
         let signals = Arc::new(TrialSignals::default());
         let (cmd_tx, cmd_rx) = mpsc::channel::<DataCmd>();
         let (res_tx, res_rx) = mpsc::channel::<io::Result<SideCounters>>();
+        let (armed_tx, armed_rx) = mpsc::channel::<()>();
         let (pin_tx, pin_rx) = mpsc::channel::<Result<(), String>>();
         let pin = setup.server_knobs.cpu;
         let data_thread = {
@@ -273,6 +282,7 @@ impl Session {
                             timeout,
                             &signals,
                             cmd_rx,
+                            armed_tx,
                             res_tx,
                         );
                     }
@@ -288,11 +298,16 @@ impl Session {
             Err(_) => return refuse(&mut ctl, "the server's data thread did not start".into()),
         }
         ctl.send(ServerMsg::DataBound { granted })?;
+        let chans = DataChannels {
+            cmd: cmd_tx,
+            armed: armed_rx,
+            results: res_rx,
+        };
         let result = Self::trials(
-            &mut ctl, pattern, transport, limits, timeout, &signals, &cmd_tx, &res_rx,
+            &mut ctl, pattern, transport, limits, timeout, &signals, &chans,
         );
         signals.abort.store(true, Ordering::SeqCst);
-        drop(cmd_tx);
+        drop(chans);
         let _ = data_thread.join();
         result
     }
@@ -305,9 +320,9 @@ impl Session {
         limits: &ServerLimits,
         timeout: Duration,
         signals: &TrialSignals,
-        cmd_tx: &mpsc::Sender<DataCmd>,
-        res_rx: &mpsc::Receiver<io::Result<SideCounters>>,
+        chans: &DataChannels,
     ) -> Result<(), NetError> {
+        let res_rx = &chans.results;
         loop {
             match ctl.recv("waiting for the next trial", timeout)? {
                 ClientMsg::TrialStart { trial, spec } => {
@@ -318,10 +333,25 @@ impl Session {
                         return Err(NetError::Refused(message));
                     }
                     signals.reset();
-                    if cmd_tx.send(DataCmd::Trial { spec, trial }).is_err() {
+                    if chans.cmd.send(DataCmd::Trial { spec, trial }).is_err() {
                         return Err(NetError::Closed {
                             during: "the data thread ended".into(),
                         });
+                    }
+                    // Ready only once the data thread is armed (its epoch taken): the
+                    // client's first byte can then never arrive before the receiver's clock.
+                    if let Err(e) = chans.armed.recv_timeout(timeout) {
+                        let message = match (e, res_rx.try_recv()) {
+                            (_, Ok(Err(e))) => format!("server data path failed: {e}"),
+                            (mpsc::RecvTimeoutError::Timeout, _) => {
+                                "server data thread did not arm the trial in time".to_string()
+                            }
+                            _ => "the server's data thread ended".to_string(),
+                        };
+                        ctl.send(ServerMsg::Error {
+                            message: message.clone(),
+                        })?;
+                        return Err(NetError::Refused(message));
                     }
                     ctl.send(ServerMsg::Ready { trial })?;
                 }
@@ -403,6 +433,7 @@ fn data_loop(
     idle: Duration,
     signals: &TrialSignals,
     cmds: mpsc::Receiver<DataCmd>,
+    armed: mpsc::Sender<()>,
     results: mpsc::Sender<io::Result<SideCounters>>,
 ) {
     // Allocated once per session: one byte more than the largest message, so an oversize
@@ -419,6 +450,16 @@ fn data_loop(
     while let Ok(cmd) = cmds.recv() {
         let DataCmd::Trial { spec, trial } = cmd;
         let meter = TrialMeter::start(ep.as_mut());
+        if pattern == Pattern::Stream {
+            account.set_cookie(trial_cookie(cookie, trial));
+            account.reset();
+        }
+        // Armed: everything above is done, the loop below starts at once. The control thread
+        // says Ready only after this, so the receiver's epoch precedes the client's first byte.
+        let epoch = Instant::now();
+        if armed.send(()).is_err() {
+            break;
+        }
         let r = match pattern {
             Pattern::Pingpong => {
                 let size = spec.size as usize;
@@ -448,18 +489,16 @@ fn data_loop(
                 ),
                 None => Err(io::Error::other("crr session without a listener")),
             },
-            Pattern::Stream => {
-                account.set_cookie(trial_cookie(cookie, trial));
-                stream::receiver_trial(
-                    ep.as_mut(),
-                    buf.as_mut(),
-                    slot,
-                    &mut lens,
-                    signals,
-                    idle,
-                    &mut account,
-                )
-            }
+            Pattern::Stream => stream::receiver_trial(
+                ep.as_mut(),
+                buf.as_mut(),
+                slot,
+                &mut lens,
+                signals,
+                idle,
+                &mut account,
+                epoch,
+            ),
         };
         let r = r.map(|mut c| {
             meter.finish(ep.as_mut(), &mut c);

@@ -200,6 +200,82 @@ pub struct SideCounters {
     /// The CPU this side's data thread ran on when the trial started and when it ended.
     pub cpu_at_start: Option<u32>,
     pub cpu_at_end: Option<u32>,
+    /// Datagram sends this side's own stack refused (a local firewall drop, a full qdisc,
+    /// an ICMP error reported back), by errno. Such a datagram was not sent: it is not in
+    /// `messages_sent` and not a loss in the network.
+    #[serde(skip_serializing_if = "SendErrors::is_empty")]
+    pub send_errors: SendErrors,
+}
+
+/// Datagram sends refused by the local stack, counted per errno. A fixed set of fields, so
+/// a timed loop counts into it without allocating; serialised as `{"EPERM": n, …}` with
+/// the zero ones left out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SendErrors {
+    /// A netfilter rule on the sending host dropped the datagram (output/postrouting).
+    #[serde(rename = "EPERM", skip_serializing_if = "is_zero")]
+    pub eperm: u64,
+    /// No buffer or queue space: a full qdisc or device queue.
+    #[serde(rename = "ENOBUFS", skip_serializing_if = "is_zero")]
+    pub enobufs: u64,
+    /// An ICMP port unreachable came back for an earlier datagram.
+    #[serde(rename = "ECONNREFUSED", skip_serializing_if = "is_zero")]
+    pub econnrefused: u64,
+    /// An ICMP host unreachable came back, or no neighbour answered.
+    #[serde(rename = "EHOSTUNREACH", skip_serializing_if = "is_zero")]
+    pub ehostunreach: u64,
+    /// An ICMP network unreachable came back, or no route.
+    #[serde(rename = "ENETUNREACH", skip_serializing_if = "is_zero")]
+    pub enetunreach: u64,
+    /// A batch call (sendmmsg) stopped before this datagram: the kernel refused it but, for
+    /// a datagram after a batch's first, does not report the errno.
+    #[serde(rename = "unreported", skip_serializing_if = "is_zero")]
+    pub unreported: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl SendErrors {
+    /// All refused sends.
+    pub fn total(&self) -> u64 {
+        self.eperm
+            + self.enobufs
+            + self.econnrefused
+            + self.ehostunreach
+            + self.enetunreach
+            + self.unreported
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &SendErrors) {
+        self.eperm += other.eperm;
+        self.enobufs += other.enobufs;
+        self.econnrefused += other.econnrefused;
+        self.ehostunreach += other.ehostunreach;
+        self.enetunreach += other.enetunreach;
+        self.unreported += other.unreported;
+    }
+
+    /// The non-zero counts as `("EPERM", n)` pairs, in a fixed order.
+    pub fn nonzero(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        [
+            ("EPERM", self.eperm),
+            ("ENOBUFS", self.enobufs),
+            ("ECONNREFUSED", self.econnrefused),
+            ("EHOSTUNREACH", self.ehostunreach),
+            ("ENETUNREACH", self.enetunreach),
+            ("unreported", self.unreported),
+        ]
+        .into_iter()
+        .filter(|&(_, n)| n > 0)
+    }
 }
 
 /// Exact datagram accounting at the receiver.

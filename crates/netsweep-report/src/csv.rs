@@ -3,7 +3,7 @@
 use netsweep_core::results::PointResult;
 
 /// The header row.
-pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason\n";
+pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors\n";
 
 fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
@@ -56,6 +56,8 @@ pub fn row(p: &PointResult) -> String {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
+        // Datagram sends the client's own stack refused (not in `sent`, not lost).
+        loss.map(|x| x.send_errors.to_string()).unwrap_or_default(),
     ];
     let mut s = cells.join(",");
     s.push('\n');

@@ -3,6 +3,7 @@
 use crate::units;
 use netsweep_core::results::{PointResult, RunResult, RunStatus, StopReason};
 use netsweep_core::spec::{Pattern, RunSpec};
+use netsweep_proto::messages::SendErrors;
 use std::fmt::Write;
 
 /// The title line and column header for a run.
@@ -78,11 +79,17 @@ fn flags(p: &PointResult) -> String {
             StopReason::Precision => "",
         });
     }
-    if !p.notes.is_empty() {
-        // The row names each note; its text is said once, under the table (see [`notes`]).
+    // The row names each note; its text is said once, under the table (see [`notes`]).
+    // Refused sends are the row's own figures: said in full on the row.
+    let mut notes: Vec<String> = p.notes.iter().map(|n| note_label(n).to_string()).collect();
+    for (side, t) in [("client", &p.client), ("server", &p.server)] {
+        if let Some(n) = refused_note(side, &t.send_errors) {
+            notes.push(n);
+        }
+    }
+    if !notes.is_empty() {
         f.push_str("  * ");
-        let labels: Vec<&str> = p.notes.iter().map(|n| note_label(n)).collect();
-        f.push_str(&labels.join("; "));
+        f.push_str(&notes.join("; "));
     }
     f
 }
@@ -135,6 +142,19 @@ fn size_list(sizes: &[u64]) -> String {
     } else {
         format!("{}, … {} B", s(&sizes[..8]), s(&sizes[sizes.len() - 2..]))
     }
+}
+
+/// "client stack refused 12 sends (EPERM 12): not sent, not counted lost", or nothing.
+fn refused_note(side: &str, e: &SendErrors) -> Option<String> {
+    if e.is_empty() {
+        return None;
+    }
+    let by: Vec<String> = e.nonzero().map(|(name, n)| format!("{name} {n}")).collect();
+    Some(format!(
+        "{side} stack refused {} sends ({}): not sent, not counted lost",
+        e.total(),
+        by.join(", ")
+    ))
 }
 
 fn pct(x: f64) -> String {
@@ -285,4 +305,23 @@ pub fn render(run: &RunResult) -> String {
     }
     out.push_str(&summary(run));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_sends_get_a_note_per_errno() {
+        assert_eq!(refused_note("client", &SendErrors::default()), None);
+        let e = SendErrors {
+            eperm: 12,
+            enobufs: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            refused_note("client", &e).unwrap(),
+            "client stack refused 15 sends (EPERM 12, ENOBUFS 3): not sent, not counted lost"
+        );
+    }
 }

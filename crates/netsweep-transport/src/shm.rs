@@ -20,6 +20,13 @@
 //! so receive timeouts hold, and a peer is noticed gone either by the flag its endpoint
 //! sets when dropped (its futex wake ends any wait at once) or, if its process died
 //! without dropping, by its pid no longer existing (checked after each slice).
+//!
+//! The other process is not trusted: every position it writes is checked before use (a
+//! consumer position between the last one seen and the producer's; a producer position at
+//! most a ring ahead of the consumer's), and one out of range is an error, never a copy
+//! outside the ring. A side going to sleep sets its `waiting` flag, then a SeqCst fence,
+//! then re-checks the position; the peer stores the position (SeqCst) and then loads the
+//! flag (SeqCst), so one of them always sees the other and no wake-up is lost.
 
 use netsweep_core::endpoint::{DataListener, Endpoint};
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
@@ -27,7 +34,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Ring capacity when the server's `--sndbuf` does not say: small enough to stay in the
@@ -417,11 +424,12 @@ impl DataListener for ShmListener {
                     let peer = h.client_pid.load(Ordering::SeqCst);
                     return Ok(Box::new(ShmEndpoint::new(
                         map,
+                        self.capacity,
                         SERVER,
                         peer,
                         self.timeout,
                         granted,
-                    )));
+                    )?));
                 }
                 // A stranger: turn it away, then let it leave before waiting again.
                 h.state.store(ST_REJECTED, Ordering::SeqCst);
@@ -560,8 +568,8 @@ pub fn connect(
     };
     let peer = h.server_pid.load(Ordering::SeqCst);
     Ok(Box::new(ShmEndpoint::new(
-        map, CLIENT, peer, timeout, granted,
-    )))
+        map, cap, CLIENT, peer, timeout, granted,
+    )?))
 }
 
 /// Checks that a shared-memory file can be made and mapped here.
@@ -578,6 +586,18 @@ pub fn probe() -> Result<(), String> {
     ShmListener::open(&setup)
         .map(drop)
         .map_err(|e| format!("cannot make a shared-memory ring: {e}"))
+}
+
+/// The peer wrote something impossible into the shared header.
+#[cold]
+fn corrupt(what: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "the shm peer left the shared ring inconsistent ({what}): its process is not \
+             netsweep or its memory is corrupt; restart both sides"
+        ),
+    )
 }
 
 /// What a wait ended with.
@@ -621,14 +641,22 @@ pub struct ShmEndpoint {
 unsafe impl Send for ShmEndpoint {}
 
 impl ShmEndpoint {
+    /// `cap` is the capacity this side checked against the mapping's length (the header's
+    /// copy is the peer's to write, so it is not read again).
     fn new(
         map: Mapping,
+        cap: u64,
         me: usize,
         peer_pid: u32,
         send_timeout: Duration,
         granted: GrantedKnobs,
-    ) -> Self {
-        let cap = map.header().capacity.load(Ordering::SeqCst);
+    ) -> io::Result<Self> {
+        if !cap.is_power_of_two() || map.len != HEADER + 2 * cap as usize {
+            return Err(corrupt(format!(
+                "capacity {cap} does not fit a {}-byte file",
+                map.len
+            )));
+        }
         let h: *const Header = map.base.cast();
         // Ring 0 is client → server: the client sends on it.
         let (txi, rxi) = if me == CLIENT { (0, 1) } else { (1, 0) };
@@ -648,7 +676,14 @@ impl ShmEndpoint {
         let tx_head = txr.head.pos.load(Ordering::SeqCst);
         let rx_head = rxr.head.pos.load(Ordering::SeqCst);
         let rx_tail = rxr.tail.pos.load(Ordering::SeqCst);
-        Self {
+        for (what, head, tail) in [("send", tx_head, tx_tail), ("receive", rx_head, rx_tail)] {
+            if head > tail || tail - head > cap {
+                return Err(corrupt(format!(
+                    "{what} ring starts at head {head}, tail {tail} (capacity {cap})"
+                )));
+            }
+        }
+        Ok(Self {
             map,
             me,
             peer_pid,
@@ -665,7 +700,34 @@ impl ShmEndpoint {
             recv_timeout: None,
             send_timeout,
             granted,
+        })
+    }
+
+    /// The peer's consumer position of the send ring, checked: not behind the last one seen
+    /// (positions only grow) and not past what this side produced.
+    #[inline]
+    fn checked_head(&self, head: u64) -> io::Result<u64> {
+        if head < self.tx_head || head > self.tx_tail {
+            return Err(corrupt(format!(
+                "consumer position {head} outside [{}, {}] of the send ring",
+                self.tx_head, self.tx_tail
+            )));
         }
+        Ok(head)
+    }
+
+    /// The peer's producer position of the receive ring, checked: not behind the last one
+    /// seen and at most a ring's capacity ahead of what this side consumed.
+    #[inline]
+    fn checked_tail(&self, tail: u64) -> io::Result<u64> {
+        if tail < self.rx_tail || tail - self.rx_head > self.cap {
+            return Err(corrupt(format!(
+                "producer position {tail} outside [{}, {}] of the receive ring",
+                self.rx_tail,
+                self.rx_head + self.cap
+            )));
+        }
+        Ok(tail)
     }
 
     #[inline]
@@ -734,6 +796,11 @@ impl ShmEndpoint {
         loop {
             let e = ev.load(Ordering::SeqCst);
             waiting.store(1, Ordering::SeqCst);
+            // Orders the flag before the position load in `ready`: the peer stores the
+            // position, then loads the flag (both SeqCst), so either it sees the flag and
+            // wakes us, or `ready` sees its position. Without the fence the load could be
+            // satisfied before the flag is visible, and both sides miss each other.
+            fence(Ordering::SeqCst);
             if ready() {
                 waiting.store(0, Ordering::Relaxed);
                 return Wait::Ready;
@@ -791,17 +858,18 @@ impl Endpoint for ShmEndpoint {
         }
         let mut free = self.cap - (self.tx_tail - self.tx_head);
         if free == 0 {
-            self.tx_head = self.txr().head.pos.load(Ordering::Acquire);
+            self.tx_head = self.checked_head(self.txr().head.pos.load(Ordering::Acquire))?;
             free = self.cap - (self.tx_tail - self.tx_head);
             if free == 0 {
-                let tail = self.tx_tail;
+                let seen = self.tx_head;
                 let cap = self.cap;
                 let deadline = Instant::now() + self.send_timeout;
                 let r = self.txr();
-                let mut head = 0;
+                let mut head = seen;
+                // Ready on any change: checked below before it is used.
                 let w = self.wait(&r.head.ev, &r.head.waiting, Some(deadline), || {
                     head = r.head.pos.load(Ordering::Acquire);
-                    tail - head < cap
+                    head != seen
                 });
                 match w {
                     Wait::Ready => {}
@@ -817,7 +885,7 @@ impl Endpoint for ShmEndpoint {
                         ))
                     }
                 }
-                self.tx_head = head;
+                self.tx_head = self.checked_head(head)?;
                 free = self.cap - (self.tx_tail - self.tx_head);
             }
         }
@@ -855,7 +923,7 @@ impl Endpoint for ShmEndpoint {
         }
         let mut avail = self.rx_tail - self.rx_head;
         if avail == 0 {
-            self.rx_tail = self.rxr().tail.pos.load(Ordering::Acquire);
+            self.rx_tail = self.checked_tail(self.rxr().tail.pos.load(Ordering::Acquire))?;
             avail = self.rx_tail - self.rx_head;
             if avail == 0 {
                 let head = self.rx_head;
@@ -880,7 +948,7 @@ impl Endpoint for ShmEndpoint {
                         return Err(io::Error::from_raw_os_error(libc::EAGAIN));
                     }
                 }
-                self.rx_tail = tail;
+                self.rx_tail = self.checked_tail(tail)?;
                 avail = self.rx_tail - self.rx_head;
             }
         }
@@ -932,3 +1000,7 @@ impl Drop for ShmEndpoint {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "shm_tests.rs"]
+mod tests;

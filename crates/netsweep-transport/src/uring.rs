@@ -153,6 +153,11 @@ pub struct UringEndpoint {
     send_timeout: Option<Duration>,
     /// io_uring_enter calls made so far.
     enters: u64,
+    /// Why the first unsent datagram of the last short batch failed.
+    send_error: Option<io::Error>,
+    /// Tests: make the next io_uring_enter look like a hard failure (after it submitted).
+    #[cfg(test)]
+    fail_next_enter: bool,
 }
 
 impl std::fmt::Debug for UringEndpoint {
@@ -180,6 +185,9 @@ impl UringEndpoint {
             recv_timeout: None,
             send_timeout,
             enters: 0,
+            send_error: None,
+            #[cfg(test)]
+            fail_next_enter: false,
         };
         ep.ensure(1)?;
         Ok(ep)
@@ -188,6 +196,16 @@ impl UringEndpoint {
     /// io_uring_enter calls made so far.
     pub fn enters(&self) -> u64 {
         self.enters
+    }
+
+    /// The socket's local address (tests).
+    #[cfg(test)]
+    fn inner_addr(&self) -> std::net::SocketAddr {
+        use std::os::fd::BorrowedFd;
+        // SAFETY: the descriptor is open for as long as `self`; the socket is only borrowed.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.inner.fd) };
+        let s = socket2::SockRef::from(&fd);
+        s.local_addr().unwrap().as_socket().unwrap()
     }
 
     /// Makes (or remakes) the ring when it is too small or belongs to another thread.
@@ -268,6 +286,7 @@ impl UringEndpoint {
         let fixed = r.fixed;
         let res = &mut self.res[..n];
         res.fill(PENDING);
+        let mut full = false;
         {
             let mut sq = r.ring.submission();
             for i in 0..n {
@@ -278,11 +297,18 @@ impl UringEndpoint {
                 // SAFETY: the buffers `e` points at are borrowed by the caller for the whole
                 // of `run`, which returns only when every CQE (or the ring's error) is in.
                 if unsafe { sq.push(&e) }.is_err() {
-                    return Err(io::Error::other(
-                        "uring: submission queue full (an engine bug: batch above prepare())",
-                    ));
+                    full = true;
+                    break;
                 }
             }
+        }
+        if full {
+            // The SQEs already queued point at this call's buffers: a later enter must never
+            // submit them. None was submitted yet (no SQPOLL), so dropping the ring is enough.
+            self.ring = None;
+            return Err(io::Error::other(
+                "uring: submission queue full (an engine bug: batch above prepare())",
+            ));
         }
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut pending = n;
@@ -341,6 +367,12 @@ impl UringEndpoint {
                 None => r.ring.submitter().submit_and_wait(want),
             };
             enters += 1;
+            #[cfg(test)]
+            let rc = if std::mem::take(&mut self.fail_next_enter) {
+                rc.and(Err(io::Error::from_raw_os_error(libc::ENOMEM)))
+            } else {
+                rc
+            };
             match rc {
                 Ok(_) => {}
                 Err(e) => match e.raw_os_error() {
@@ -351,10 +383,23 @@ impl UringEndpoint {
                         }
                     }
                     _ => {
-                        // The ring itself failed: drop it (closing it cancels what is in
-                        // flight) and report.
-                        self.ring = None;
+                        // The ring itself failed with requests in flight. They point at the
+                        // caller's buffers, which may be freed once this returns, and closing
+                        // a ring does not wait for them: cancel and reap every one first.
+                        let (more, all_in) = drain(&mut r.ring, res, pending, cancels, fd);
+                        enters += more;
                         self.enters += enters;
+                        if !all_in {
+                            // Nothing can make the kernel let go of the buffers: stopping is
+                            // the only sound choice left.
+                            use std::io::Write;
+                            let _ = writeln!(
+                                io::stderr(),
+                                "netsweep: io_uring failed ({e}) and its requests could not be                                  cancelled; aborting rather than free buffers the kernel may                                  still write: use --api basic"
+                            );
+                            std::process::abort();
+                        }
+                        self.ring = None;
                         return Err(e);
                     }
                 },
@@ -373,6 +418,67 @@ impl UringEndpoint {
             io::Error::from_raw_os_error(-rc)
         }
     }
+}
+
+/// Rounds [`drain`] waits (100 ms each) before it gives up.
+const DRAIN_ROUNDS: u32 = 100;
+/// The round after which [`drain`] shuts the socket down, so every request on it completes.
+const DRAIN_SHUTDOWN: u32 = 20;
+
+/// Takes every CQE already posted: operation results into `res`, cancellations off `cancels`.
+fn reap(ring: &mut IoUring, res: &mut [i32], pending: &mut usize, cancels: &mut usize) {
+    for cqe in ring.completion() {
+        let ud = cqe.user_data();
+        if ud == CANCEL {
+            *cancels = cancels.saturating_sub(1);
+        } else if let Some(slot) = res.get_mut(ud as usize) {
+            if *slot == PENDING {
+                *slot = cqe.result();
+                *pending -= 1;
+            }
+        }
+    }
+}
+
+/// After a hard io_uring_enter failure: cancels the operations still pending (the batch is
+/// one linked chain, so cancelling its first pending operation fails the rest) and waits
+/// until every CQE, cancellations included, is in. If they do not come, shuts the socket
+/// down, which completes any request on it. Returns (enters made, every CQE in).
+#[cold]
+fn drain(
+    ring: &mut IoUring,
+    res: &mut [i32],
+    mut pending: usize,
+    mut cancels: usize,
+    fd: i32,
+) -> (u64, bool) {
+    let mut enters = 0;
+    for round in 0..DRAIN_ROUNDS {
+        reap(ring, res, &mut pending, &mut cancels);
+        if pending == 0 && cancels == 0 {
+            return (enters, true);
+        }
+        if cancels == 0 {
+            if let Some(i) = res.iter().position(|&x| x == PENDING) {
+                let e = opcode::AsyncCancel::new(i as u64).build().user_data(CANCEL);
+                // SAFETY: a cancellation points at no buffer.
+                if unsafe { ring.submission().push(&e) }.is_ok() {
+                    cancels += 1;
+                }
+            }
+        }
+        if round == DRAIN_SHUTDOWN {
+            // SAFETY: shutdown on our own socket descriptor; it stays open.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        }
+        let ts = types::Timespec::from(Duration::from_millis(100));
+        let args = types::SubmitArgs::new().timespec(&ts);
+        // Errors here are retried: only the CQEs matter.
+        let _ = ring.submitter().submit_with_args(pending + cancels, &args);
+        enters += 1;
+    }
+    reap(ring, res, &mut pending, &mut cancels);
+    (enters, pending == 0 && cancels == 0)
 }
 
 impl Endpoint for UringEndpoint {
@@ -429,6 +535,7 @@ impl Endpoint for UringEndpoint {
     }
 
     fn send_batch(&mut self, data: &[u8], size: usize, count: usize) -> io::Result<(usize, u64)> {
+        self.send_error = None;
         self.ensure(1)?;
         let cap = self.ring.as_ref().map_or(1, |r| r.cap);
         let n = count
@@ -463,7 +570,11 @@ impl Endpoint for UringEndpoint {
             ));
         }
         if done > 0 {
-            // The error comes back on the next call.
+            // Datagrams: `take_send_error` says why message `done` failed. Streams: the
+            // error comes back on the next call.
+            if self.datagram {
+                self.send_error = Some(self.inner.send_error(Self::op_error(rc, false), size));
+            }
             return Ok((done, enters));
         }
         let e = if timed_out && rc == -libc::ECANCELED {
@@ -475,6 +586,10 @@ impl Endpoint for UringEndpoint {
             Self::op_error(rc, false)
         };
         Err(self.inner.send_error(e, size))
+    }
+
+    fn take_send_error(&mut self) -> Option<io::Error> {
+        self.send_error.take()
     }
 
     fn recv_batch(
@@ -528,5 +643,79 @@ impl Endpoint for UringEndpoint {
 
     fn as_dyn(&mut self) -> &mut dyn Endpoint {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsweep_core::spec::Transport;
+    use socket2::{Domain, Socket, Type};
+    use std::net::SocketAddr;
+    use std::net::UdpSocket;
+
+    /// A uring endpoint on a udp socket connected to `peer`, or None (loudly) when io_uring
+    /// is not available here.
+    fn udp_endpoint(peer: SocketAddr) -> Option<UringEndpoint> {
+        let sock = Socket::new(Domain::IPV4, Type::DGRAM, None).unwrap();
+        sock.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        sock.connect(&peer.into()).unwrap();
+        let conn = Conn {
+            sock,
+            transport: Transport::Udp,
+            v6: false,
+            granted: GrantedKnobs::default(),
+            guard: None,
+        };
+        match UringEndpoint::new(conn) {
+            Ok(ep) => Some(ep),
+            Err(e) => {
+                eprintln!("\n*** SKIPPED: io_uring unavailable here: {e} ***\n");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn a_hard_enter_failure_reaps_every_request_before_returning() {
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let Some(mut ep) = udp_endpoint(peer.local_addr().unwrap()) else {
+            return;
+        };
+        ep.set_recv_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let mut buf = vec![0u8; 64];
+        // The receive is in flight (nothing was sent) when the enter "fails".
+        ep.fail_next_enter = true;
+        let e = ep.recv(&mut buf).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOMEM), "{e}");
+        // Its CQE is in: the request was cancelled, not left to a closing ring.
+        assert_eq!(ep.res[0], -libc::ECANCELED);
+        assert!(ep.ring.is_none(), "the failed ring is dropped");
+        // The cancelled receive took nothing: the next datagram goes to the next receive.
+        peer.send_to(b"after", ep.inner_addr()).unwrap();
+        ep.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
+        let n = ep.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"after");
+    }
+
+    #[test]
+    fn a_short_datagram_batch_says_why_the_next_message_failed() {
+        // A port nobody listens on: the first datagram draws an ICMP port unreachable,
+        // which the next send reports as ECONNREFUSED.
+        let closed = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let Some(mut ep) = udp_endpoint(addr) else {
+            return;
+        };
+        ep.prepare(64, 4).unwrap();
+        let data = vec![7u8; 4 * 32];
+        let (n, _) = ep.send_batch(&data, 32, 4).unwrap();
+        assert_eq!(n, 1, "the chain stops at the refused datagram");
+        let e = ep.take_send_error().expect("the reason is kept");
+        assert_eq!(e.raw_os_error(), Some(libc::ECONNREFUSED), "{e}");
+        assert!(ep.take_send_error().is_none(), "taken once");
     }
 }

@@ -2,7 +2,7 @@
 //! is timed. Datagram transports number each request so a lost one is counted after the
 //! loss timeout and a late echo is recognised, never waited on forever.
 
-use super::{TrialSignals, SLICE};
+use super::{count_send_error, TrialSignals, SLICE};
 use crate::endpoint::{is_timeout, recv_message, send_message, Endpoint, Slots};
 use crate::stats::LatencyHistogram;
 use netsweep_proto::messages::SideCounters;
@@ -21,6 +21,9 @@ pub struct ClientTrial {
     pub late: u64,
     /// Echoes whose payload differed from the request (checked only when asked).
     pub corrupt: u64,
+    /// Datagram requests the local stack refused (counted per errno in
+    /// `counters.send_errors`): not sent, so neither completed nor lost.
+    pub refused: u64,
     /// Sum of completed round-trip times, nanoseconds.
     pub rtt_sum_ns: u64,
 }
@@ -38,7 +41,8 @@ fn tag_matches(buf: &[u8], seq: u64) -> bool {
     buf[..n] == seq.to_le_bytes()[..n]
 }
 
-/// Runs `reps` round trips of `size` bytes, numbering datagram requests from
+/// Runs `reps` round trips of `size` bytes (a datagram request the local stack refuses is
+/// counted in `refused` and `send_errors` and takes its turn: no retry), numbering datagram requests from
 /// `first_seq` (numbers continue across trials so a straggler is never taken for an echo). Round-trip times go into `hist`.
 /// On datagram endpoints the caller has set the receive timeout to the loss timeout; `rx`
 /// slots are `size` bytes (plus one for datagrams, to see oversize echoes). With more than
@@ -71,7 +75,16 @@ pub fn client_trial(
             tag(&mut tx[..size], seq);
         }
         let t0 = Instant::now();
-        t.counters.send_calls += send_message(ep, &tx[..size])?;
+        match send_message(ep, &tx[..size]) {
+            Ok(calls) => t.counters.send_calls += calls,
+            Err(e) if datagram && count_send_error(&mut t.counters.send_errors, &e) => {
+                // Not sent: no echo to wait for, and not a loss in the network.
+                t.counters.send_calls += 1;
+                t.refused += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
         t.counters.bytes_sent += size as u64;
         t.counters.messages_sent += 1;
         if datagram {
@@ -92,7 +105,7 @@ pub fn client_trial(
                     Err(e) => return Err(e),
                 }
             }
-            if t.lost + t.completed > i {
+            if t.lost + t.completed + t.refused > i {
                 // This request was counted lost: no round trip to record.
                 continue;
             }
@@ -155,9 +168,16 @@ pub fn server_trial(
                 c.bytes_received += n as u64;
                 if datagram {
                     c.messages_received += 1;
-                    c.send_calls += send_message(ep, &buf[..n])?;
-                    c.bytes_sent += n as u64;
-                    c.messages_sent += 1;
+                    match send_message(ep, &buf[..n]) {
+                        Ok(calls) => {
+                            c.send_calls += calls;
+                            c.bytes_sent += n as u64;
+                            c.messages_sent += 1;
+                        }
+                        // The echo was refused by this host's stack: counted, not sent.
+                        Err(e) if count_send_error(&mut c.send_errors, &e) => c.send_calls += 1,
+                        Err(e) => return Err(e),
+                    }
                     done += 1;
                 } else {
                     off += n;

@@ -4,15 +4,19 @@
 //! the control connection, never in-band.
 
 use super::dgram::{stamp, DgramAccount};
-use super::{TrialSignals, SLICE};
+use super::{count_send_error, TrialSignals, SLICE};
 use crate::endpoint::{is_timeout, send_message, Endpoint};
 use netsweep_proto::messages::SideCounters;
 use std::io;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Sends `size`-byte messages for `duration`, `batch` per call (`buf` holds `batch` messages
 /// back to back). Datagrams get the sequence header (trial cookie, sequence, send time).
+///
+/// A datagram the local stack refuses (see [`count_send_error`]) is counted in
+/// `send_errors`, not sent: its sequence number is reused by the next datagram, so the
+/// numbers the receiver sees are exactly 0..`messages_sent` and its loss (sent − received)
+/// counts only what the network lost. Any other send error ends the trial with that error.
 pub fn sender_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
@@ -37,8 +41,16 @@ pub fn sender_trial(
                     now.duration_since(start).as_nanos() as u64,
                 );
             }
-            c.send_calls += send_message(ep, &buf[..size])?;
-            seq += 1;
+            match send_message(ep, &buf[..size]) {
+                Ok(calls) => {
+                    c.send_calls += calls;
+                    seq += 1;
+                }
+                Err(e) if datagram && count_send_error(&mut c.send_errors, &e) => {
+                    c.send_calls += 1;
+                }
+                Err(e) => return Err(e),
+            }
         } else {
             if datagram {
                 let ts = now.duration_since(start).as_nanos() as u64;
@@ -48,11 +60,34 @@ pub fn sender_trial(
             }
             let mut done = 0;
             while done < batch {
-                let (n, calls) = ep.send_batch(&buf[done * size..], size, batch - done)?;
-                c.send_calls += calls;
-                done += n;
+                match ep.send_batch(&buf[done * size..], size, batch - done) {
+                    Ok((n, calls)) => {
+                        c.send_calls += calls;
+                        done += n;
+                        if datagram && done < batch {
+                            // A short batch: message `done` was refused. Count it, retry it.
+                            match ep.take_send_error() {
+                                Some(e) if count_send_error(&mut c.send_errors, &e) => {}
+                                Some(e) => return Err(e),
+                                None => c.send_errors.unreported += 1,
+                            }
+                            if start.elapsed() >= duration {
+                                break;
+                            }
+                        }
+                    }
+                    // Message `done` was refused: retry it (same number) until accepted or
+                    // the trial's time is up.
+                    Err(e) if datagram && count_send_error(&mut c.send_errors, &e) => {
+                        c.send_calls += 1;
+                        if start.elapsed() >= duration {
+                            break;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            seq += batch as u64;
+            seq += done as u64;
         }
         now = Instant::now();
         if now.duration_since(start) >= duration {
@@ -72,7 +107,10 @@ pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 /// every announced datagram arrived or none came for [`DGRAM_QUIET`] after the end; gives up
 /// after `idle` without data. `buf` holds `lens.len()` slots of `slot` bytes, each the
 /// largest message plus one byte; more than one slot receives in batches (recvmmsg).
-/// The endpoint's receive timeout must be [`SLICE`].
+/// The endpoint's receive timeout must be [`SLICE`]. `account` must be reset for the trial
+/// (and carry its cookie) before `epoch`, the moment this side was armed: the caller takes
+/// it, then tells the client it is ready, so no byte can arrive before it.
+#[allow(clippy::too_many_arguments)]
 pub fn receiver_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
@@ -81,12 +119,11 @@ pub fn receiver_trial(
     signals: &TrialSignals,
     idle: Duration,
     account: &mut DgramAccount,
+    epoch: Instant,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
     let batched = lens.len() > 1;
-    account.reset();
     let mut c = SideCounters::default();
-    let epoch = Instant::now();
     let mut received_any = false;
     let mut last = epoch;
     let max_idle_slices = (idle.as_nanos() / SLICE.as_nanos()).max(1) as u32;
@@ -160,18 +197,24 @@ pub fn receiver_trial(
         c.active_ns = last.duration_since(epoch).as_nanos() as u64;
     }
     if datagram {
-        let sent = signals.sent_messages.load(Ordering::Relaxed);
+        // Acquire (is_ended) before reading the count; 0 when the client never ended.
+        let sent = if signals.is_ended() {
+            signals.sent().1
+        } else {
+            0
+        };
         c.datagrams = Some(account.counters(sent));
     }
     Ok(c)
 }
 
-/// True once everything the sender announced has arrived.
+/// True once everything the sender announced has arrived (call only after `is_ended`).
 #[inline]
 fn done(datagram: bool, c: &SideCounters, account: &DgramAccount, signals: &TrialSignals) -> bool {
+    let (bytes, messages) = signals.sent();
     if datagram {
-        account.received >= signals.sent_messages.load(Ordering::Relaxed)
+        account.received >= messages
     } else {
-        c.bytes_received >= signals.sent_bytes.load(Ordering::Relaxed)
+        c.bytes_received >= bytes
     }
 }

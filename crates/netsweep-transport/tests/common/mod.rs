@@ -189,6 +189,7 @@ pub fn stream(
             &sig,
             TIMEOUT,
             &mut account,
+            std::time::Instant::now(),
         );
         r.map(|c| (c, s))
     });
