@@ -12,7 +12,7 @@ use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 fn domain(ip: IpAddr) -> Domain {
@@ -119,11 +119,12 @@ impl ConnListener for StreamListener {
     fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
         let deadline = Instant::now() + timeout;
         loop {
-            // SO_RCVTIMEO bounds accept() on Linux.
-            self.sock.set_read_timeout(Some(cookie::left(
-                deadline,
-                "the client's data connection",
-            )?))?;
+            // SO_RCVTIMEO bounds accept() on Linux, except MPTCP's: it polls first.
+            let left = cookie::left(deadline, "the client's data connection")?;
+            self.sock.set_read_timeout(Some(left))?;
+            if self.t == Transport::Mptcp && !crr::readable(self.sock.as_raw_fd(), left)? {
+                continue;
+            }
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
