@@ -9,12 +9,13 @@
  * TIME_WAIT ports (net.ipv4.tcp_tw_reuse=2, the default).
  *
  *   crr server PORT                  serve until 10 s without a connection, then exit
- *   crr client HOST PORT N [SIZE] [nodelay]
+ *   crr client HOST PORT N [SIZE] [nodelay|options]
  *
  * The client runs 1000 untimed transactions, then N timed ones, and prints one line:
  *   size=1 n=N tps=… mean_ns=… median_ns=… min_ns=… p99_ns=…   (whole transactions)
- * `nodelay` also sets TCP_NODELAY on every client socket (netsweep's default), to show what
- * that one setsockopt costs.
+ * `nodelay` also sets TCP_NODELAY on every client socket (netsweep's default); `options` sets
+ * it and SO_SNDTIMEO and SO_RCVTIMEO (5 s), the three calls netsweep's client makes on each
+ * socket: they show what those setsockopt calls cost.
  * Build: gcc -O2 -o crr crr.c
  */
 #define _GNU_SOURCE
@@ -102,9 +103,10 @@ static int serve(int port) {
     return 0;
 }
 
-static int client(const char *host, int port, long n, uint32_t size, int nodelay) {
+static int client(const char *host, int port, long n, uint32_t size, int opts) {
     static char buf[MAXSIZE];
     int one = 1;
+    struct timeval tv = {5, 0};
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
         fprintf(stderr, "crr: %s is not an IPv4 address\n", host);
@@ -138,8 +140,12 @@ static int client(const char *host, int port, long n, uint32_t size, int nodelay
         int s = socket(AF_INET, SOCK_STREAM, 0);
         if (s < 0)
             die("socket");
-        if (nodelay)
+        if (opts > 0)
             setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (opts > 1) {
+            setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+            setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        }
         if (connect(s, (struct sockaddr *)&a, sizeof a) < 0)
             die("connect");
         if (full(s, buf, size, 1) < 0 || full(s, buf, size, 0) < 0)
@@ -167,14 +173,21 @@ int main(int argc, char **argv) {
     if (argc >= 5 && strcmp(argv[1], "client") == 0) {
         long n = atol(argv[4]);
         long size = argc > 5 ? atol(argv[5]) : 1;
-        int nodelay = argc > 6 && strcmp(argv[6], "nodelay") == 0;
+        int opts = argc <= 6                        ? 0
+                   : strcmp(argv[6], "nodelay") == 0 ? 1
+                   : strcmp(argv[6], "options") == 0 ? 2
+                                                     : -1;
+        if (opts < 0) {
+            fprintf(stderr, "crr: the last argument is nodelay or options\n");
+            return 2;
+        }
         if (n < 1 || size < 1 || size > MAXSIZE) {
             fprintf(stderr, "crr: N must be >= 1 and SIZE in 1..%d\n", MAXSIZE);
             return 2;
         }
-        return client(argv[2], atoi(argv[3]), n, (uint32_t)size, nodelay);
+        return client(argv[2], atoi(argv[3]), n, (uint32_t)size, opts);
     }
     fprintf(stderr, "usage: crr server PORT\n"
-                    "       crr client HOST PORT N [SIZE] [nodelay]\n");
+                    "       crr client HOST PORT N [SIZE] [nodelay|options]\n");
     return 2;
 }
