@@ -163,7 +163,7 @@ impl Accepting {
             s.set(listener.as_raw_fd())?;
         }
         let (settings, _) = knobs::plan(knobs, t, v6)?;
-        let after = if t == Transport::UnixStream {
+        let after = if matches!(t, Transport::UnixStream | Transport::UnixSeqpacket) {
             // unix_stream_connect makes a fresh socket: nothing is inherited.
             settings.into_iter().chain(timeouts).collect()
         } else {
