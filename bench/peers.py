@@ -501,6 +501,48 @@ def sweep(ns, book, runs, quick):
             book("d", name, "repeat90").add(100 * sorted(hw)[int(0.9 * (len(hw) - 1))])
 
 
+# ---------------------------------------------------------------- (f) crr
+
+
+def crr(ns, book, runs, secs, c_bin):
+    """TCP connect/request/response/close, 1-byte request and response (netperf TCP_CRR)."""
+    for plabel, cc, sc in (SAME, SPLIT):
+        pl = "same" if cc == sc else "split"
+        log(f"f: TCP crr, 1 B each way, {plabel}")
+
+        def netsweep():
+            r = ns.run(["-t", "tcp", "-p", "crr", "--sizes", "1", "--max-point-time", f"{secs}s"],
+                       cpu=(cc, sc), taskset=cc if cc == sc else None)
+            p = ns_point(r)
+            if p:
+                c = p["crr"]
+                book("f", pl, "netsweep", "tps").add(c["transactions_per_sec"]["mean"])
+                book("f", pl, "netsweep", "p50").add(c["transaction_ns"]["p50"] / 1000)
+                book("f", pl, "netsweep", "connect").add(c["connect_ns"]["p50"] / 1000)
+
+        def floor():
+            pt = port()
+            srv = Server(pin(sc) + [c_bin, "server", str(pt)], settle=0.1)
+            n = str(10000 * secs)
+            cmd = pin(cc) + [c_bin, "client", HOST, str(pt), n, "1"]
+            rc, so, se = sh(cmd, 120)
+            srv.stop()
+            mean = num(r"mean_ns=([\d.]+)", so)
+            if not mean:
+                return fail("C crr", cmd, se or so)
+            # Transactions/s as netsweep reports them: 1 s ÷ the mean transaction time.
+            book("f", pl, "C floor", "tps").add(1e9 / mean)
+            book("f", pl, "C floor", "p50").add(num(r"median_ns=([\d.]+)", so) / 1000)
+
+        tools = [netsweep, floor]
+        for i in range(runs):
+            for t in rotate(tools, i):
+                t()
+            log(f"  round {i + 1}/{runs}: netsweep "
+                f"{book.med('f', pl, 'netsweep', 'tps') or 0:.0f}/s, C "
+                f"{book.med('f', pl, 'C floor', 'tps') or 0:.0f}/s (medians so far)")
+
+
 # ---------------------------------------------------------------- item 5: scaling
 
 
@@ -648,8 +690,8 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
       "CPU and ≈15–40 µs (bimodal) across CPUs, so every tool is pinned identically: stream "
       "tests (a, c, e) run the client on CPU 0 and the server on CPU 1 (`taskset -c 0` / "
       "`taskset -c 1`; netsweep `--cpu 0,1`); latency (b) is measured twice, both ends on CPU 0 "
-      "(`taskset -c 0` for both; netsweep `taskset -c 0 … --cpu 0`) and split 0/1; the sweep (d) "
-      "runs both ends on CPU 0.\n")
+      "(`taskset -c 0` for both; netsweep `taskset -c 0 … --cpu 0`) and split 0/1, and so is "
+      "crr (f); the sweep (d) runs both ends on CPU 0.\n")
 
     # ---- targets
     rows = []  # (item, target, measured, ratio, ok, key)
@@ -711,6 +753,14 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
                      f"netsweep {book('e', 'netsweep', key).fmt(3)} vs iperf3 "
                      f"{book('e', 'iperf3', key).fmt(3)} µs/KiB", r, r is not None and r <= 1.0,
                      "e"))
+
+    # f
+    for pl in ("same", "split"):
+        r = ratio(book.med("f", pl, "netsweep", "tps"), book.med("f", pl, "C floor", "tps"))
+        rows.append((f"f. TCP crr 1 B transactions/s, {pl} CPU", "≥ 0.95 × C floor",
+                     f"netsweep {book('f', pl, 'netsweep', 'tps').fmt(0)} vs C "
+                     f"{book('f', pl, 'C floor', 'tps').fmt(0)}", r,
+                     r is not None and r >= 0.95, f"f-{pl}"))
 
     w("## Targets\n")
     w("| item | target | measured (median (min–max, n)) | ratio | |")
@@ -783,6 +833,23 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
     w("\niperf3's from its `--json` `cpu_utilization_percent` (process CPU over the test) × "
       "duration ÷ KiB received; netsweep's per side from the data thread's CPU time.\n")
 
+    w("## f. TCP connect/request/response/close (crr), 1 byte each way\n")
+    w("netsweep `-t tcp -p crr --sizes 1` (transactions/s = 1 s ÷ each trial's mean "
+      "transaction, averaged over trials; times from its histogram of every transaction) vs "
+      "bench/c/crr.c, a plain C loop of socket, connect, send, recv, close per transaction "
+      "against a plain C accept, recv, send, recv-until-close, close server (1 s ÷ its mean "
+      "transaction). netsweep's client also sets TCP_NODELAY (its default) and SO_SNDTIMEO/"
+      "SO_RCVTIMEO (every wait on a peer is bounded) on each socket; the C client sets "
+      "nothing.\n")
+    w("| placement | tool | transactions/s | transaction p50 µs | connect p50 µs |")
+    w("|---|---|---|---|---|")
+    for pl, label in (("same", SAME[0]), ("split", SPLIT[0])):
+        for t in ("netsweep", "C floor"):
+            w(f"| {label} | {t} | {book('f', pl, t, 'tps').fmt(0)} | "
+              f"{book('f', pl, t, 'p50').fmt(1)} | "
+              f"{book('f', pl, t, 'connect').fmt(1) if t == 'netsweep' else '—'} |")
+    w("")
+
     missed = sorted({k for *_, ok, k in rows if ok is False})
     w("## Missed targets: what limited them, and what would close them\n")
     if not missed:
@@ -836,9 +903,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--netsweep", required=True)
     ap.add_argument("--pingpong", required=True)
+    ap.add_argument("--crr", required=True, help="bench/c/crr.c, built")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
-    ap.add_argument("--only", default="abcds", help="sections to run: a,b,c,d,s (scaling)")
+    ap.add_argument("--only", default="abcdfs",
+                    help="sections to run: a,b,c,d,f (crr),s (scaling)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()
     args.t0 = time.time()
@@ -857,6 +926,8 @@ def main():
             udp_stream(ns, book, args.runs, secs)
         if "d" in args.only:
             sweep(ns, book, max(args.runs, 2) if not args.quick else 1, args.quick)
+        if "f" in args.only:
+            crr(ns, book, args.runs, secs, args.crr)
         scale_rows = scaling(ns, args.quick) if "s" in args.only else None
     except KeyboardInterrupt:
         log("interrupted: writing what was measured")
@@ -877,6 +948,9 @@ def main():
             elif k == "c":
                 profiles[k] = profile(ns, k, ["-t", "udp", "-p", "stream", "--sizes", "64",
                                               "--api", "mmsg", "--batch", "32"], "0,1")
+            elif k.startswith("f"):
+                profiles[k] = profile(ns, k, ["-t", "tcp", "-p", "crr", "--sizes", "1"],
+                                      "0" if k == "f-same" else "0,1")
             elif k == "d":
                 profiles[k] = profile(ns, k, ["--sizes", "1,1k,64k"], "0")
         if not args.quick:

@@ -1,6 +1,6 @@
 //! Issue 6: `bench/peers` is never run by CI (it installs packages and takes minutes), so
 //! these checks keep it from rotting: the script parses, its Python half compiles, and the C
-//! ping-pong floor builds wherever gcc exists.
+//! floors (ping-pong, crr) build wherever gcc exists.
 
 use std::path::Path;
 use std::process::Command;
@@ -66,21 +66,54 @@ fn bench_python_scripts_compile() {
     }
 }
 
-#[test]
-#[ignore = "needs gcc: ./run-tests installs it (as root) and runs this"]
-fn pingpong_floor_compiles() {
+/// Builds `bench/c/<name>.c` with warnings as errors; returns the binary (the caller removes it).
+fn build_floor(name: &str) -> std::path::PathBuf {
     require("gcc", "gcc");
-    let out = std::env::temp_dir().join(format!("netsweep-pingpong-{}", std::process::id()));
+    let out = std::env::temp_dir().join(format!("netsweep-{name}-{}", std::process::id()));
     let o = Command::new("gcc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&out)
-        .arg(root().join("bench/c/pingpong.c"))
+        .arg(root().join(format!("bench/c/{name}.c")))
         .output()
         .expect("gcc runs");
-    let _ = std::fs::remove_file(&out);
     assert!(
         o.status.success(),
-        "bench/c/pingpong.c: {}",
+        "bench/c/{name}.c: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    out
+}
+
+#[test]
+#[ignore = "needs gcc: ./run-tests installs it (as root) and runs this"]
+fn pingpong_floor_compiles() {
+    let _ = std::fs::remove_file(build_floor("pingpong"));
+}
+
+/// The crr floor builds, and a short run against its own server on loopback reports the
+/// transactions it was asked for.
+#[test]
+#[ignore = "needs gcc: ./run-tests installs it (as root) and runs this"]
+fn crr_floor_compiles_and_runs() {
+    let out = build_floor("crr");
+    // A port below the ephemeral range, different for each test process.
+    let port = (20000 + std::process::id() % 10000).to_string();
+    let mut server = Command::new(&out)
+        .args(["server", &port])
+        .spawn()
+        .expect("crr server starts");
+    let o = Command::new(&out)
+        .args(["client", "127.0.0.1", &port, "200", "16"])
+        .output()
+        .expect("crr client runs");
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_file(&out);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(text.starts_with("size=16 n=200 tps="), "{text}");
 }

@@ -4,6 +4,7 @@
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
 use std::io;
 use std::net::IpAddr;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 /// One side of an established data path. Every call is one system call (or one batch).
@@ -119,6 +120,39 @@ pub trait DataListener: Send {
     fn endpoint(&self) -> DataEndpoint;
     /// Waits up to `timeout` for the client presenting `cookie`; others are turned away.
     fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>>;
+
+    /// Readies the listener for crr, once per session: accepts then wait at most `slice`,
+    /// and every accepted connection's sends and receives wait at most `slice` each (set on
+    /// the listener once where accepted sockets inherit it). Only `client`'s connections
+    /// are served. Returns the knobs the kernel granted to the connections it will accept.
+    fn prepare_crr(&mut self, _client: IpAddr, _slice: Duration) -> io::Result<GrantedKnobs> {
+        Err(no_crr())
+    }
+
+    /// Accepts one crr connection: `Ok(None)` when none came within the slice or one from
+    /// elsewhere was turned away. No other call on the connection (the session cookie
+    /// rides in its request; see [`crate::pattern::crr`]).
+    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
+        Err(no_crr())
+    }
+}
+
+/// Opens the connections of a crr point: the address, the socket options (values parsed
+/// once) and the timeouts are prepared when it is made, so each connection costs socket(2),
+/// one setsockopt(2) per option and connect(2) — what any client of a real service pays.
+pub trait CrrConnector: Send {
+    /// Opens and connects one connection; its sends and receives are bounded by the session
+    /// timeout.
+    fn connect(&mut self) -> io::Result<OwnedFd>;
+    /// The knobs the kernel granted on `conn`, read back with getsockopt (outside timed loops).
+    fn granted(&self, conn: BorrowedFd<'_>) -> GrantedKnobs;
+}
+
+fn no_crr() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream)",
+    )
 }
 
 /// Makes endpoints for a transport named in a [`SessionSetup`].
@@ -135,6 +169,18 @@ pub trait TransportFactory: Send + Sync {
         cookie: u64,
         timeout: Duration,
     ) -> io::Result<Box<dyn Endpoint>>;
+
+    /// Prepares the client's crr connections to the server at `server` (one per transaction).
+    fn crr_connector(
+        &self,
+        _setup: &SessionSetup,
+        _knobs: &Knobs,
+        _server: IpAddr,
+        _data: &DataEndpoint,
+        _timeout: Duration,
+    ) -> io::Result<Box<dyn CrrConnector>> {
+        Err(no_crr())
+    }
 }
 
 /// Sends a whole message of `buf.len()` bytes, looping over partial sends.

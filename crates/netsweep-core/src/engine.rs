@@ -3,7 +3,9 @@
 //! — and hands every finished point to a [`RunSink`] at once.
 
 use crate::control::ClientControl;
-use crate::endpoint::{pool_stride, Endpoint, MessageBuffer, NoEndpoint, Slots, TransportFactory};
+use crate::endpoint::{
+    pool_stride, CrrConnector, Endpoint, MessageBuffer, NoEndpoint, Slots, TransportFactory,
+};
 use crate::error::NetError;
 use crate::hostinfo;
 use crate::meter::{pin_current_thread, TrialMeter};
@@ -15,10 +17,7 @@ use crate::results::{
 use crate::server::trial_cookie;
 use crate::spec::{Pattern, RunSpec};
 use crate::stats::{ci95, LatencyHistogram};
-use netsweep_proto::messages::{
-    ClientMsg, DataEndpoint, Knobs, ServerMsg, SessionSetup, SideCounters, TrialSpec,
-};
-use std::net::IpAddr;
+use netsweep_proto::messages::{ClientMsg, GrantedKnobs, ServerMsg, SideCounters, TrialSpec};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -93,8 +92,20 @@ pub fn run(
         .peer_addr()
         .map_err(|e| NetError::io("control connection", e))?
         .ip();
-    // crr opens a connection per transaction: the session has no persistent data path.
+    // crr opens a connection per transaction: the session has no persistent data path, but
+    // a connector that prepares those connections once.
+    let mut crr_connector: Option<Box<dyn CrrConnector>> = None;
     let mut ep: Box<dyn Endpoint> = if spec.pattern == Pattern::Crr {
+        crr_connector = Some(
+            factory
+                .crr_connector(&setup, &spec.client_knobs, data_ip, &data, timeout)
+                .map_err(|e| {
+                    NetError::io(
+                        format!("preparing {} crr connections to {data_ip}", spec.transport),
+                        e,
+                    )
+                })?,
+        );
         Box::new(NoEndpoint)
     } else {
         factory
@@ -148,15 +159,6 @@ pub fn run(
     sink.started(&result);
 
     let run_start = Instant::now();
-    let connector = Connector {
-        factory,
-        setup: &setup,
-        knobs: &spec.client_knobs,
-        ip: data_ip,
-        data: &data,
-        cookie,
-        timeout,
-    };
     let mut m = Measurer {
         ctl: &mut ctl,
         ep: ep.as_mut(),
@@ -168,9 +170,15 @@ pub fn run(
         prev_rep_ns: None,
         loss_timeout: Duration::from_millis(500),
         totals: DatagramTotals::default(),
-        connector: &connector,
+        crr: crr_connector,
+        crr_granted: None,
     };
     let mut error = sweep(&mut m, &spec.sizes, &mut result, sink, ctx.interrupt);
+    if let Some(g) = m.crr_granted.take() {
+        // crr's knobs as granted on the first connection, in place of the placeholder's.
+        let cpu = result.granted.client.cpu;
+        result.granted.client = GrantedKnobs { cpu, ..g };
+    }
     if error.is_none() && spec.refine {
         // Re-sweep finely around what detection found, then detect again on every point.
         let measured: Vec<u64> = result.points.iter().map(|p| p.size).collect();
@@ -286,32 +294,10 @@ struct Measurer<'a> {
     loss_timeout: Duration,
     /// Every datagram of the run, warm-ups included, per direction.
     totals: DatagramTotals,
-    /// Opens fresh data connections (crr).
-    connector: &'a Connector<'a>,
-}
-
-/// Everything needed to open one more data connection to the server.
-struct Connector<'a> {
-    factory: &'a dyn TransportFactory,
-    setup: &'a SessionSetup,
-    knobs: &'a Knobs,
-    ip: IpAddr,
-    data: &'a DataEndpoint,
-    cookie: u64,
-    timeout: Duration,
-}
-
-impl Connector<'_> {
-    fn connect(&self) -> std::io::Result<Box<dyn Endpoint>> {
-        self.factory.connect(
-            self.setup,
-            self.knobs,
-            self.ip,
-            self.data,
-            self.cookie,
-            self.timeout,
-        )
-    }
+    /// Opens the crr connections, one per transaction.
+    crr: Option<Box<dyn CrrConnector>>,
+    /// The client's knobs as granted on the run's first crr connection.
+    crr_granted: Option<GrantedKnobs>,
 }
 
 impl Measurer<'_> {
@@ -419,27 +405,33 @@ impl Measurer<'_> {
         Ok(out)
     }
 
-    /// One crr trial of `reps` transactions, each on a new connection.
+    /// One crr trial of `reps` transactions, each on a new connection. With `granted`
+    /// `None` (the first warm-up trial of a point) the knobs are read back on its first one.
+    #[allow(clippy::too_many_arguments)]
     fn crr_trial(
         &mut self,
         size: u64,
         reps: u64,
         warmup: bool,
         (tx, rx): (&[u8], &mut [u8]),
-        (connect_hist, txn_hist): (&mut LatencyHistogram, &mut LatencyHistogram),
+        granted: &mut Option<GrantedKnobs>,
+        hists: (&mut LatencyHistogram, &mut LatencyHistogram),
     ) -> Result<TrialOutcome<crr::ClientTrial>, NetError> {
-        let conn = self.connector;
+        let mut conn = self.crr.take().ok_or_else(|| {
+            NetError::Refused("a crr point in a session without a crr connector".into())
+        })?;
         let spec = TrialSpec {
             size,
             repetitions: reps,
             duration_ns: 0,
             warmup,
         };
-        self.trial(spec, |_, _| {
-            let t =
-                crr::client_trial(&mut || conn.connect(), tx, rx, reps, connect_hist, txn_hist)?;
+        let out = self.trial(spec, |_, _| {
+            let t = crr::client_trial(conn.as_mut(), tx, rx, reps, granted, hists)?;
             Ok((t.counters.clone(), t))
-        })
+        });
+        self.crr = Some(conn);
+        out
     }
 
     fn point(&mut self, size: u64) -> Result<PointResult, NetError> {
@@ -456,6 +448,10 @@ impl Measurer<'_> {
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
         let mut tx = MessageBuffer::new(size as usize, offset);
         let mut rx = MessageBuffer::new(size as usize, offset);
+        // The cookie rides in every request: no extra write, no extra round trip.
+        crr::stamp(tx.as_mut(), self.cookie);
+        // Read back on the point's first connection, in its first warm-up trial.
+        let mut granted = None;
         let mut connect_hist = LatencyHistogram::new();
         let mut txn_hist = LatencyHistogram::new();
         let trial_ns = spec.trial_time_ns as f64;
@@ -472,6 +468,7 @@ impl Measurer<'_> {
                 reps,
                 true,
                 (tx.as_mut(), rx.as_mut()),
+                &mut granted,
                 (&mut connect_hist, &mut txn_hist),
             )?;
             rep_ns = out.wall_ns as f64 / reps as f64;
@@ -492,6 +489,7 @@ impl Measurer<'_> {
                 reps,
                 false,
                 (tx.as_mut(), rx.as_mut()),
+                &mut granted,
                 (&mut connect_hist, &mut txn_hist),
             )?;
             let t = &out.extra;
@@ -529,7 +527,11 @@ impl Measurer<'_> {
             transactions_per_sec: estimate(&per_sec),
             connections: done,
             server_accepted: accepted,
+            granted: granted.clone(),
         });
+        if self.crr_granted.is_none() {
+            self.crr_granted = granted;
+        }
         Ok(p)
     }
 

@@ -134,10 +134,10 @@ pub struct Latency {
 }
 
 /// A crr point: every transaction opened its own connection.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Crr {
-    /// Connection setup: socket creation, knobs and the handshake, nanoseconds.
+    /// Connection setup: socket(2), the asked socket options and connect(2), nanoseconds.
     pub connect_ns: Distribution,
     /// The whole transaction: connect, request, response, close, nanoseconds.
     pub transaction_ns: Distribution,
@@ -146,6 +146,9 @@ pub struct Crr {
     /// Connections the client completed and the server accepted in the timed trials.
     pub connections: u64,
     pub server_accepted: u64,
+    /// The client's knobs as the kernel granted them on the point's first connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub granted: Option<GrantedKnobs>,
 }
 
 /// Datagram loss accounting of one point (summed over its timed trials).

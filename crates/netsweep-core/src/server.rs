@@ -173,6 +173,11 @@ impl Session {
             .local_addr()
             .map_err(|e| NetError::io("control socket", e))?
             .ip();
+        // crr serves data connections from this address only.
+        let client_ip: IpAddr = stream
+            .peer_addr()
+            .map_err(|e| NetError::io("control socket", e))?
+            .ip();
         let mut ctl = ServerControl::accept(stream, limits.handshake_timeout)?;
         let ClientMsg::Hello { setup, .. } =
             ctl.recv("waiting for hello", limits.handshake_timeout)?
@@ -224,11 +229,22 @@ impl Session {
             cookie,
             data,
         })?;
-        // crr opens a connection per transaction: keep the listener for the data thread.
-        // Otherwise accept before waiting for data_ready: a datagram client waits for our
-        // acknowledgement of its cookie before it says data_ready.
+        // crr opens a connection per transaction: ready the listener once (timeouts, the
+        // client's address) and keep it for the data thread; its connections inherit the
+        // knobs it grants. Otherwise accept before waiting for data_ready: a datagram client
+        // waits for our acknowledgement of its cookie before it says data_ready.
+        let mut crr_granted = None;
         let (mut ep, crr_listener): (Box<dyn Endpoint>, Option<Box<dyn DataListener>>) =
             if pattern == Pattern::Crr {
+                match listener.prepare_crr(client_ip, SLICE) {
+                    Ok(g) => crr_granted = Some(g),
+                    Err(e) => {
+                        return refuse(
+                            &mut ctl,
+                            format!("cannot prepare the {transport} crr listener: {e}"),
+                        )
+                    }
+                }
                 (Box::new(NoEndpoint), Some(listener))
             } else {
                 match listener.accept(cookie, timeout) {
@@ -247,7 +263,7 @@ impl Session {
         }
         ep.set_recv_timeout(Some(SLICE))
             .map_err(|e| NetError::io("data endpoint", e))?;
-        let mut granted = ep.granted();
+        let mut granted = crr_granted.unwrap_or_else(|| ep.granted());
         granted.cpu = setup.server_knobs.cpu;
 
         let signals = Arc::new(TrialSignals::default());

@@ -183,7 +183,7 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
             )
         }
         Pattern::Crr => {
-            let c = p.crr.unwrap_or_default();
+            let c = p.crr.clone().unwrap_or_default();
             format!(
                 "{:>9} {:>9} {:>12} {:>10} {:>10} {:>10.0} {:>8}",
                 p.size,

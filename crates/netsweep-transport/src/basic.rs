@@ -9,7 +9,8 @@ use netsweep_core::spec::Transport;
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs};
 use socket2::Socket;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +31,21 @@ pub trait ConnListener: Send + std::fmt::Debug {
     fn endpoint(&self) -> DataEndpoint;
     /// Waits up to `timeout` for the client presenting `cookie`.
     fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Conn>;
+    /// See [`netsweep_core::endpoint::DataListener::prepare_crr`].
+    fn prepare_crr(&mut self, client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
+        let _ = (client, slice);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream)",
+        ))
+    }
+    /// See [`netsweep_core::endpoint::DataListener::accept_crr`].
+    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream)",
+        ))
+    }
 }
 
 /// An endpoint doing one send/recv system call per call.

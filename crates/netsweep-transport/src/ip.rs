@@ -6,12 +6,13 @@
 //! server echoes it back.
 
 use crate::basic::{Conn, ConnListener};
-use crate::{cookie, knobs};
+use crate::{cookie, crr, knobs};
 use netsweep_core::spec::Transport;
-use netsweep_proto::messages::{DataEndpoint, Knobs};
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 fn domain(ip: IpAddr) -> Domain {
@@ -64,6 +65,7 @@ pub struct StreamListener {
     t: Transport,
     v6: bool,
     notes: Vec<String>,
+    crr: crr::Accepting,
 }
 
 impl StreamListener {
@@ -83,11 +85,30 @@ impl StreamListener {
             t,
             v6,
             notes,
+            crr: crr::Accepting::default(),
         })
     }
 }
 
 impl ConnListener for StreamListener {
+    fn prepare_crr(&mut self, client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
+        let (a, granted) = crr::Accepting::prepare(
+            &self.sock,
+            self.t,
+            &self.knobs,
+            self.notes.clone(),
+            Some(client),
+            slice,
+        )?;
+        self.crr = a;
+        Ok(granted)
+    }
+
+    #[inline]
+    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
+        self.crr.accept(&self.sock)
+    }
+
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: self.port,
@@ -98,11 +119,12 @@ impl ConnListener for StreamListener {
     fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Conn> {
         let deadline = Instant::now() + timeout;
         loop {
-            // SO_RCVTIMEO bounds accept() on Linux.
-            self.sock.set_read_timeout(Some(cookie::left(
-                deadline,
-                "the client's data connection",
-            )?))?;
+            // SO_RCVTIMEO bounds accept() on Linux, except MPTCP's: it polls first.
+            let left = cookie::left(deadline, "the client's data connection")?;
+            self.sock.set_read_timeout(Some(left))?;
+            if self.t == Transport::Mptcp && !crr::readable(self.sock.as_raw_fd(), left)? {
+                continue;
+            }
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

@@ -107,10 +107,123 @@ pub fn available_congestion_control() -> String {
         .unwrap_or_else(|_| "unknown (/proc/sys/net/ipv4 unreadable)".into())
 }
 
-/// Applies every knob that applies to `t`, before bind/listen/connect (buffers must precede
-/// listen so TCP picks its window scale for them). Returns notes for knobs that do not apply.
-pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result<Vec<String>> {
-    let fd = sock.as_raw_fd();
+/// One socket option to set: a knob resolved to its level, name and value bytes, so a socket
+/// opened per transaction (crr) pays one plain setsockopt(2) per knob and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// The knob it came from (names the error); `None` for settings netsweep adds itself.
+    pub knob: Option<Knob>,
+    pub level: libc::c_int,
+    pub name: libc::c_int,
+    pub value: Vec<u8>,
+}
+
+impl Setting {
+    fn int(knob: Knob, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> Self {
+        Self {
+            knob: Some(knob),
+            level,
+            name,
+            value: v.to_ne_bytes().to_vec(),
+        }
+    }
+
+    /// SO_RCVTIMEO or SO_SNDTIMEO (`name`) of `d`; zero would mean "forever", so at least 1 µs.
+    pub fn timeout(name: libc::c_int, d: std::time::Duration) -> Self {
+        let tv = libc::timeval {
+            tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_usec: (d.subsec_micros() as libc::suseconds_t).max(if d.as_secs() == 0 {
+                1
+            } else {
+                0
+            }),
+        };
+        // SAFETY: timeval is plain old data; we copy its exact bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&tv as *const libc::timeval).cast::<u8>(),
+                std::mem::size_of::<libc::timeval>(),
+            )
+        };
+        Self {
+            knob: None,
+            level: libc::SOL_SOCKET,
+            name,
+            value: bytes.to_vec(),
+        }
+    }
+
+    /// One setsockopt(2); an error names the knob and says the fix.
+    #[inline]
+    pub fn set(&self, fd: RawFd) -> io::Result<()> {
+        // SAFETY: passes the value's bytes and their exact length.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                self.level,
+                self.name,
+                self.value.as_ptr().cast(),
+                self.value.len() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(self.error(io::Error::last_os_error()))
+        }
+    }
+
+    #[cold]
+    fn error(&self, e: io::Error) -> io::Error {
+        let int =
+            || <[u8; 4]>::try_from(self.value.as_slice()).map_or(0, libc::c_int::from_ne_bytes);
+        let eperm = e.raw_os_error() == Some(libc::EPERM);
+        match self.knob {
+            None => e,
+            Some(Knob::CongestionControl) => {
+                let cc = String::from_utf8_lossy(&self.value).into_owned();
+                let fix = match e.raw_os_error() {
+                    Some(libc::ENOENT) => format!(
+                        ": this kernel has no {cc:?}; available: {} (load another with modprobe tcp_{cc})",
+                        available_congestion_control()
+                    ),
+                    Some(libc::EPERM) => format!(
+                        ": {cc:?} is not in net.ipv4.tcp_allowed_congestion_control and this process lacks \
+                         CAP_NET_ADMIN; available: {}",
+                        available_congestion_control()
+                    ),
+                    _ => String::new(),
+                };
+                knob_err(Knob::CongestionControl, cc, e, &fix)
+            }
+            Some(k @ Knob::Nodelay) => knob_err(k, if int() != 0 { "on" } else { "off" }, e, ""),
+            Some(k @ Knob::NoCheck) => knob_err(k, int() != 0, e, ""),
+            Some(k @ Knob::Priority) if eperm => knob_err(
+                k,
+                int(),
+                e,
+                ": priorities above 6 need CAP_NET_ADMIN (run as root, or use 0..6)",
+            ),
+            Some(k @ Knob::BusyPoll) if eperm => knob_err(
+                k,
+                int(),
+                e,
+                ": raising SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN",
+            ),
+            Some(k @ Knob::Pmtu) => {
+                let v = pmtu_name(int()).unwrap_or("?");
+                knob_err(k, v, e, "")
+            }
+            Some(k) => knob_err(k, int(), e, ""),
+        }
+    }
+}
+
+/// Resolves every knob that applies to `t` into the settings to make, in order (buffers
+/// first: they must precede listen/connect so TCP picks its window scale for them). Checks
+/// values once; returns the settings and notes for knobs that do not apply.
+pub fn plan(knobs: &Knobs, t: Transport, v6: bool) -> io::Result<(Vec<Setting>, Vec<String>)> {
+    let mut out = Vec::new();
     let mut notes = Vec::new();
     let mut skip = |k: Knob, set: bool| -> bool {
         if set && !applies(k, t) {
@@ -119,23 +232,41 @@ pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result
         }
         !set
     };
+    let clamp = |n: u64| libc::c_int::try_from(n).unwrap_or(libc::c_int::MAX);
     if let Some(n) = knobs.sndbuf {
-        sock.set_send_buffer_size(n as usize)
-            .map_err(|e| knob_err(Knob::Sndbuf, n, e, ""))?;
+        out.push(Setting::int(
+            Knob::Sndbuf,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            clamp(n),
+        ));
     }
     if let Some(n) = knobs.rcvbuf {
-        sock.set_recv_buffer_size(n as usize)
-            .map_err(|e| knob_err(Knob::Rcvbuf, n, e, ""))?;
+        out.push(Setting::int(
+            Knob::Rcvbuf,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            clamp(n),
+        ));
     }
     // Nagle is off by default on TCP transports: a pingpong must not wait for delayed ACKs.
     if applies(Knob::Nodelay, t) || !skip(Knob::Nodelay, knobs.nodelay.is_some()) {
         let on = knobs.nodelay.unwrap_or(true);
-        sys::set_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, on.into())
-            .map_err(|e| knob_err(Knob::Nodelay, if on { "on" } else { "off" }, e, ""))?;
+        out.push(Setting::int(
+            Knob::Nodelay,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            on.into(),
+        ));
     }
     if let Some(cc) = knobs.congestion_control.as_deref() {
         if !skip(Knob::CongestionControl, true) {
-            set_congestion_control(fd, cc)?;
+            out.push(Setting {
+                knob: Some(Knob::CongestionControl),
+                level: libc::IPPROTO_TCP,
+                name: libc::TCP_CONGESTION,
+                value: cc.as_bytes().to_vec(),
+            });
         }
     }
     if let Some(tos) = knobs.tos {
@@ -145,21 +276,18 @@ pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result
             } else {
                 (libc::IPPROTO_IP, libc::IP_TOS)
             };
-            sys::set_int(fd, level, name, tos.into())
-                .map_err(|e| knob_err(Knob::Tos, tos, e, ""))?;
+            out.push(Setting::int(Knob::Tos, level, name, tos.into()));
         }
     }
     if let Some(p) = knobs.priority {
         if !skip(Knob::Priority, true) {
             let v = libc::c_int::try_from(p).unwrap_or(libc::c_int::MAX);
-            sys::set_int(fd, libc::SOL_SOCKET, libc::SO_PRIORITY, v).map_err(|e| {
-                let fix = if e.raw_os_error() == Some(libc::EPERM) {
-                    ": priorities above 6 need CAP_NET_ADMIN (run as root, or use 0..6)"
-                } else {
-                    ""
-                };
-                knob_err(Knob::Priority, p, e, fix)
-            })?;
+            out.push(Setting::int(
+                Knob::Priority,
+                libc::SOL_SOCKET,
+                libc::SO_PRIORITY,
+                v,
+            ));
         }
     }
     if let Some(on) = knobs.no_check {
@@ -172,22 +300,24 @@ pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result
                 ));
             }
             if !v6 {
-                sys::set_int(fd, libc::SOL_SOCKET, sys::SO_NO_CHECK, on.into())
-                    .map_err(|e| knob_err(Knob::NoCheck, on, e, ""))?;
+                out.push(Setting::int(
+                    Knob::NoCheck,
+                    libc::SOL_SOCKET,
+                    sys::SO_NO_CHECK,
+                    on.into(),
+                ));
             }
         }
     }
     if let Some(us) = knobs.busy_poll {
         if !skip(Knob::BusyPoll, true) {
             let v = libc::c_int::try_from(us).unwrap_or(libc::c_int::MAX);
-            sys::set_int(fd, libc::SOL_SOCKET, sys::SO_BUSY_POLL, v).map_err(|e| {
-                let fix = if e.raw_os_error() == Some(libc::EPERM) {
-                    ": raising SO_BUSY_POLL above net.core.busy_read needs CAP_NET_ADMIN"
-                } else {
-                    ""
-                };
-                knob_err(Knob::BusyPoll, us, e, fix)
-            })?;
+            out.push(Setting::int(
+                Knob::BusyPoll,
+                libc::SOL_SOCKET,
+                sys::SO_BUSY_POLL,
+                v,
+            ));
         }
     }
     if let Some(mode) = knobs.pmtu.as_deref() {
@@ -203,43 +333,24 @@ pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result
             } else {
                 (libc::IPPROTO_IP, libc::IP_MTU_DISCOVER)
             };
-            sys::set_int(fd, level, name, v).map_err(|e| knob_err(Knob::Pmtu, mode, e, ""))?;
+            out.push(Setting::int(Knob::Pmtu, level, name, v));
         }
     }
     if knobs.interface.is_some() {
         skip(Knob::Interface, true);
     }
-    Ok(notes)
+    Ok((out, notes))
 }
 
-fn set_congestion_control(fd: RawFd, cc: &str) -> io::Result<()> {
-    // SAFETY: passes the name's bytes and exact length.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            cc.as_ptr().cast(),
-            cc.len() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
+/// Applies every knob that applies to `t`, before bind/listen/connect (buffers must precede
+/// listen so TCP picks its window scale for them). Returns notes for knobs that do not apply.
+pub fn apply(sock: &Socket, knobs: &Knobs, t: Transport, v6: bool) -> io::Result<Vec<String>> {
+    let (settings, notes) = plan(knobs, t, v6)?;
+    let fd = sock.as_raw_fd();
+    for s in &settings {
+        s.set(fd)?;
     }
-    let e = io::Error::last_os_error();
-    let fix = match e.raw_os_error() {
-        Some(libc::ENOENT) => format!(
-            ": this kernel has no {cc:?}; available: {} (load another with modprobe tcp_{cc})",
-            available_congestion_control()
-        ),
-        Some(libc::EPERM) => format!(
-            ": {cc:?} is not in net.ipv4.tcp_allowed_congestion_control and this process lacks \
-             CAP_NET_ADMIN; available: {}",
-            available_congestion_control()
-        ),
-        _ => String::new(),
-    };
-    Err(knob_err(Knob::CongestionControl, cc, e, &fix))
+    Ok(notes)
 }
 
 /// The TCP congestion control algorithm of a socket (TCP_CONGESTION).

@@ -8,6 +8,7 @@
 
 pub mod basic;
 pub mod cookie;
+pub mod crr;
 pub mod ip;
 pub mod knobs;
 pub mod mmsg;

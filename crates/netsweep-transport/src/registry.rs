@@ -9,11 +9,13 @@ use crate::splice::SpliceEndpoint;
 use crate::uring::UringEndpoint;
 use crate::zerocopy::ZerocopyEndpoint;
 use crate::{ip, packet, shm, unix};
-use netsweep_core::endpoint::{DataListener, Endpoint, TransportFactory};
+use netsweep_core::endpoint::{CrrConnector, DataListener, Endpoint, TransportFactory};
 use netsweep_core::spec::{Api, Pattern, Transport};
-use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
+use socket2::SockAddr;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::time::Duration;
 
@@ -105,6 +107,13 @@ impl DataListener for ApiListener {
     fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
         wrap(self.inner.accept(cookie, timeout)?, self.api, Side::Server)
     }
+    fn prepare_crr(&mut self, client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
+        self.inner.prepare_crr(client, slice)
+    }
+    #[inline]
+    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
+        self.inner.accept_crr()
+    }
 }
 
 impl TransportFactory for Registry {
@@ -174,6 +183,37 @@ impl TransportFactory for Registry {
             Transport::Shm => return shm::connect(path()?, knobs, cookie, timeout),
         };
         wrap(conn, api, Side::Client)
+    }
+
+    fn crr_connector(
+        &self,
+        setup: &SessionSetup,
+        knobs: &Knobs,
+        server: IpAddr,
+        data: &DataEndpoint,
+        timeout: Duration,
+    ) -> io::Result<Box<dyn CrrConnector>> {
+        let (t, _) = parse(setup)?;
+        let addr = match t {
+            Transport::Tcp | Transport::Mptcp => SockAddr::from(SocketAddr::new(server, data.port)),
+            Transport::UnixStream => {
+                let p = data.path.as_deref().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "the server sent no path for a unix transport",
+                    )
+                })?;
+                SockAddr::unix(p)?
+            }
+            _ => {
+                return Err(unsupported(format!(
+                    "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream), not {t}"
+                )))
+            }
+        };
+        Ok(Box::new(crate::crr::Connector::new(
+            t, addr, knobs, timeout,
+        )?))
     }
 }
 

@@ -5,11 +5,13 @@
 //! message boundaries and never loses: it is driven as a datagram transport whose loss is 0.
 
 use crate::basic::{Conn, ConnListener};
-use crate::{cookie, knobs};
+use crate::{cookie, crr, knobs};
 use netsweep_core::spec::Transport;
-use netsweep_proto::messages::{DataEndpoint, Knobs};
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::io;
+use std::net::IpAddr;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -88,6 +90,7 @@ pub struct UnixStreamListener {
     notes: Vec<String>,
     dir: Arc<SocketDir>,
     t: Transport,
+    crr: crr::Accepting,
 }
 
 impl UnixStreamListener {
@@ -105,11 +108,32 @@ impl UnixStreamListener {
             notes,
             dir,
             t,
+            crr: crr::Accepting::default(),
         })
     }
 }
 
 impl ConnListener for UnixStreamListener {
+    /// Only the session's user can reach the socket (its directory is mode 0700): `client`
+    /// has no unix address to check.
+    fn prepare_crr(&mut self, _client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
+        let (a, granted) = crr::Accepting::prepare(
+            &self.sock,
+            self.t,
+            &self.knobs,
+            self.notes.clone(),
+            None,
+            slice,
+        )?;
+        self.crr = a;
+        Ok(granted)
+    }
+
+    #[inline]
+    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
+        self.crr.accept(&self.sock)
+    }
+
     fn endpoint(&self) -> DataEndpoint {
         DataEndpoint {
             port: 0,

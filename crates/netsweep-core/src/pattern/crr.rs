@@ -1,15 +1,92 @@
 //! Connect/request/response/close (netperf TCP_CRR): every transaction opens a new
-//! connection, sends a request, waits for the response and closes. The client times the
-//! connection setup (socket, knobs, handshake) and the whole transaction; the server counts
-//! the connections it accepted. Opening a connection allocates (a socket, a boxed endpoint):
-//! that cost is part of what this pattern measures.
+//! connection, sends a request, waits for the response and closes. The client times only
+//! what any client of a real service pays — socket(2), the socket options it asked for,
+//! connect(2), send(2), recv(2), close(2) — and the connection setup inside it; the server
+//! counts the connections it served. Everything else (the address, the options' values,
+//! the timeouts) is prepared once by the [`CrrConnector`], and the knobs are read back on the
+//! first connection of each point, inside a warm-up trial whose times are discarded.
+//!
+//! Binding to the session: the session cookie rides in the request itself — its first
+//! 8 bytes, or for a request shorter than 8 bytes the cookie's first `size` bytes — and the
+//! server checks it on the request it reads anyway, so no byte or call is added to any
+//! transaction. A short request carries a short cookie, so the server also serves only
+//! connections from the session's client address (tcp, mptcp) or through the session's
+//! private socket directory, mode 0700 (unix-stream); padding short requests to 8 bytes
+//! would measure a different size than the one asked for.
 
 use super::{TrialSignals, SLICE};
-use crate::endpoint::{is_timeout, recv_message, send_message, DataListener, Endpoint};
+use crate::endpoint::{is_timeout, CrrConnector, DataListener};
 use crate::stats::LatencyHistogram;
-use netsweep_proto::messages::SideCounters;
+use netsweep_proto::messages::{GrantedKnobs, SideCounters};
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::time::{Duration, Instant};
+
+/// Writes the session cookie into the front of a request (once per point).
+pub fn stamp(request: &mut [u8], cookie: u64) {
+    let n = request.len().min(8);
+    request[..n].copy_from_slice(&cookie.to_be_bytes()[..n]);
+}
+
+/// True when a request carries the session cookie (as much of it as fits).
+#[inline]
+pub fn carries(request: &[u8], cookie: u64) -> bool {
+    let n = request.len().min(8);
+    request[..n] == cookie.to_be_bytes()[..n]
+}
+
+/// One send(2) or recv(2) on a connected socket; EINTR is retried.
+#[inline]
+fn io_once(fd: RawFd, buf: *mut u8, len: usize, sending: bool) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for `len` bytes (reads when sending, writes when receiving)
+        // for the duration of the call; callers pass a live slice.
+        let rc = unsafe {
+            if sending {
+                libc::send(fd, buf.cast_const().cast(), len, libc::MSG_NOSIGNAL)
+            } else {
+                libc::recv(fd, buf.cast(), len, 0)
+            }
+        };
+        if rc >= 0 {
+            return Ok(rc as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Sends all of `buf`; returns the calls it took.
+#[inline]
+fn send_all(fd: RawFd, buf: &[u8]) -> io::Result<u64> {
+    let (mut off, mut calls) = (0, 0);
+    while off < buf.len() {
+        let n = io_once(fd, buf[off..].as_ptr().cast_mut(), buf.len() - off, true)?;
+        calls += 1;
+        off += n;
+    }
+    Ok(calls)
+}
+
+/// Receives exactly `buf.len()` bytes; returns the calls it took.
+#[inline]
+fn recv_exact(fd: RawFd, buf: &mut [u8]) -> io::Result<u64> {
+    let (mut off, mut calls) = (0, 0);
+    while off < buf.len() {
+        let n = io_once(fd, buf[off..].as_mut_ptr(), buf.len() - off, false)?;
+        calls += 1;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the peer closed a crr connection before the whole message arrived",
+            ));
+        }
+        off += n;
+    }
+    Ok(calls)
+}
 
 /// What the client saw in one crr trial.
 #[derive(Debug, Clone, Default)]
@@ -39,26 +116,36 @@ pub fn explain_connect_error(e: io::Error, done: u64) -> io::Error {
     }
 }
 
-/// Runs `reps` transactions of `tx.len()` bytes each way, opening each connection with
-/// `connect`. Connection setup times go to `connect_hist`, whole transactions to `txn_hist`.
+/// Runs `reps` transactions of `tx.len()` bytes each way (`tx` already carries the cookie,
+/// see [`stamp`]), each on a connection from `connector`. Connection setup times go to
+/// `connect_hist`, whole transactions to `txn_hist`. When `granted` is `None` the knobs are
+/// read back on the first connection before it closes, so that transaction's time includes
+/// the readback: callers pass `None` only to a warm-up trial.
 pub fn client_trial(
-    connect: &mut dyn FnMut() -> io::Result<Box<dyn Endpoint>>,
+    connector: &mut dyn CrrConnector,
     tx: &[u8],
     rx: &mut [u8],
     reps: u64,
-    connect_hist: &mut LatencyHistogram,
-    txn_hist: &mut LatencyHistogram,
+    granted: &mut Option<GrantedKnobs>,
+    (connect_hist, txn_hist): (&mut LatencyHistogram, &mut LatencyHistogram),
 ) -> io::Result<ClientTrial> {
     let size = tx.len();
+    let rx = &mut rx[..size];
     let mut t = ClientTrial::default();
     let start = Instant::now();
     for _ in 0..reps {
         let t0 = Instant::now();
-        let mut ep = connect().map_err(|e| explain_connect_error(e, t.completed))?;
+        let conn = connector
+            .connect()
+            .map_err(|e| explain_connect_error(e, t.completed))?;
         let t1 = Instant::now();
-        t.counters.send_calls += send_message(ep.as_mut(), tx)?;
-        t.counters.recv_calls += recv_message(ep.as_mut(), &mut rx[..size])?;
-        drop(ep);
+        let fd = conn.as_raw_fd();
+        t.counters.send_calls += send_all(fd, tx)?;
+        t.counters.recv_calls += recv_exact(fd, rx)?;
+        if granted.is_none() {
+            *granted = Some(connector.granted(conn.as_fd()));
+        }
+        drop(conn);
         let t2 = Instant::now();
         let c = t1.duration_since(t0).as_nanos() as u64;
         let x = t2.duration_since(t0).as_nanos() as u64;
@@ -76,10 +163,56 @@ pub fn client_trial(
     Ok(t)
 }
 
-/// The server's side of one crr trial: accepts connections bound to `cookie`, reads each
-/// request of `size` bytes, answers, and waits for the client to close. Ends once the client
-/// has ended the trial and every connection it opened was served, or after `idle` without one.
-/// `messages_received` counts the connections accepted.
+/// Why the server stopped waiting on a connection.
+enum Stop {
+    Idle,
+    Aborted,
+}
+
+/// Runs one send or receive of a whole buffer on a connection whose calls time out after
+/// a [`SLICE`], giving up after `max_idle` slices without progress or on abort.
+fn whole(
+    fd: RawFd,
+    buf: &mut [u8],
+    sending: bool,
+    signals: &TrialSignals,
+    max_idle: u32,
+) -> io::Result<Result<u64, Stop>> {
+    let (mut off, mut calls, mut idle) = (0, 0u64, 0u32);
+    while off < buf.len() {
+        match io_once(fd, buf[off..].as_mut_ptr(), buf.len() - off, sending) {
+            Ok(0) if !sending => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the client closed a crr connection before its request arrived",
+                ))
+            }
+            Ok(n) => {
+                calls += 1;
+                off += n;
+                idle = 0;
+            }
+            Err(e) if is_timeout(&e) => {
+                idle += 1;
+                if signals.is_aborted() {
+                    return Ok(Err(Stop::Aborted));
+                }
+                if idle > max_idle {
+                    return Ok(Err(Stop::Idle));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Ok(calls))
+}
+
+/// The server's side of one crr trial: accepts the session client's connections, reads
+/// each request of `size` bytes, checks that it carries `cookie` (others are closed
+/// uncounted), answers, and waits for the client to close. Ends once the client has ended
+/// the trial and every connection it opened was served, or after `idle` without progress.
+/// `messages_received` counts the connections served. The listener was readied with
+/// [`DataListener::prepare_crr`]: every wait here lasts at most a [`SLICE`].
 pub fn server_trial(
     listener: &mut dyn DataListener,
     cookie: u64,
@@ -92,6 +225,10 @@ pub fn server_trial(
     let start = Instant::now();
     let max_idle_slices = (idle.as_nanos() / SLICE.as_nanos()).max(1) as u32;
     let mut idle_slices = 0u32;
+    // The request, and a byte beyond it to wait for the client's close with.
+    let (buf, spare) = buf.split_at_mut(size);
+    let keep = spare.len().min(1);
+    let spare = &mut spare[..keep];
     loop {
         if signals.is_aborted() {
             break;
@@ -104,28 +241,40 @@ pub fn server_trial(
         {
             break;
         }
-        match listener.accept(cookie, SLICE) {
-            Ok(mut conn) => {
-                idle_slices = 0;
-                c.messages_received += 1;
-                conn.set_recv_timeout(Some(idle))?;
-                c.recv_calls += recv_message(conn.as_mut(), &mut buf[..size])?;
-                c.bytes_received += size as u64;
-                c.send_calls += send_message(conn.as_mut(), &buf[..size])?;
-                c.bytes_sent += size as u64;
-                c.messages_sent += 1;
-                // The client closes first (it holds the TIME_WAIT, as with netperf).
-                let _ = conn.recv(&mut buf[..1]);
+        let Some(conn) = listener.accept_crr()? else {
+            idle_slices += 1;
+            if idle_slices > max_idle_slices {
+                c.timed_out = true;
+                break;
             }
-            Err(e) if is_timeout(&e) => {
-                idle_slices += 1;
-                if idle_slices > max_idle_slices {
-                    c.timed_out = true;
-                    break;
-                }
+            continue;
+        };
+        idle_slices = 0;
+        let fd = conn.as_raw_fd();
+        let calls = match whole(fd, buf, false, signals, max_idle_slices)? {
+            Ok(n) => n,
+            Err(stop) => {
+                c.timed_out = matches!(stop, Stop::Idle);
+                break;
             }
-            Err(e) => return Err(e),
+        };
+        if !carries(buf, cookie) {
+            continue;
         }
+        c.recv_calls += calls;
+        c.messages_received += 1;
+        c.bytes_received += size as u64;
+        match whole(fd, buf, true, signals, max_idle_slices)? {
+            Ok(n) => c.send_calls += n,
+            Err(stop) => {
+                c.timed_out = matches!(stop, Stop::Idle);
+                break;
+            }
+        }
+        c.bytes_sent += size as u64;
+        c.messages_sent += 1;
+        // The client closes first (it holds the TIME_WAIT, as with netperf).
+        let _ = io_once(fd, spare.as_mut_ptr(), spare.len(), false);
     }
     c.active_ns = start.elapsed().as_nanos() as u64;
     Ok(c)
