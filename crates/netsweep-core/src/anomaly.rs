@@ -9,14 +9,22 @@
 //! probability, from the per-point CIs and the sweep's point-to-point scatter, that the true
 //! drop exceeds the floor, and it must reach [`DetectConfig::min_confidence`] (0.95).
 //!
-//! Differences explained by CPU placement (both ends on one CPU in some points and not in
-//! others — 5–10× on a small machine's loopback) are not reported: the run already says so.
+//! CPU placement (both ends on one CPU in some points and not in others) moves a small
+//! machine's loopback throughput 5–10×: over loopback, a level change where placement changed
+//! is not reported when it is within the placement factor measured in the run (with a
+//! margin). A drop far beyond it, or any drop on a path that is not loopback (a veth into
+//! another namespace, a remote host — where a slow band is what makes the scheduler put both
+//! sleeping ends on one CPU), is the path's and is reported ([`placement`]).
 //!
-//! [`detect`] takes a run's points; [`annotate`] stores the result in the run;
+//! [`detect_run`] takes a run (its points and its path); [`detect`] bare points, read as
+//! loopback; [`annotate`] stores the result in the run;
 //! [`refine_sizes`] gives the sizes a `--refine` re-sweep should add.
+
+mod placement;
 
 use crate::results::{PointResult, RunResult};
 use crate::stats::student_t_975;
+pub use placement::{path_of, PathKind};
 use serde::{Deserialize, Serialize};
 
 /// What kind of anomaly.
@@ -125,6 +133,14 @@ pub struct DetectConfig {
     pub unstable_floor: f64,
     /// Unstable: fewest consecutive points.
     pub unstable_min_points: usize,
+    /// Placement: the throughput factor placement is assumed to explain over loopback when
+    /// the run measured none away from the band under test (same-CPU vs split on small
+    /// machines: 5–10×).
+    pub placement_factor: f64,
+    /// Placement: the measured factor is widened by this factor before it excuses a drop.
+    pub placement_margin: f64,
+    /// Placement: never excuses more than this factor (30 = a 97% drop), however measured.
+    pub placement_cap: f64,
 }
 
 impl Default for DetectConfig {
@@ -139,6 +155,9 @@ impl Default for DetectConfig {
             unstable_ratio: 4.0,
             unstable_floor: 0.15,
             unstable_min_points: 4,
+            placement_factor: 10.0,
+            placement_margin: 2.0,
+            placement_cap: 30.0,
         }
     }
 }
@@ -191,15 +210,23 @@ impl SeriesPoint {
     }
 }
 
-/// Detects anomalies in a run's headline throughput with the default thresholds.
+/// Detects anomalies in bare points with the default thresholds. The path is not known, so
+/// placement may excuse a drop as on loopback: prefer [`detect_run`].
 pub fn detect(points: &[PointResult]) -> Vec<Anomaly> {
     let series: Vec<SeriesPoint> = points.iter().map(SeriesPoint::from_point).collect();
     detect_series(&series, &DetectConfig::default())
 }
 
+/// Detects anomalies in a run's headline throughput with the default thresholds, knowing
+/// its path ([`path_of`]): placement excuses nothing on a path that is not loopback.
+pub fn detect_run(run: &RunResult) -> Vec<Anomaly> {
+    let series: Vec<SeriesPoint> = run.points.iter().map(SeriesPoint::from_point).collect();
+    detect_series_on(&series, &DetectConfig::default(), path_of(run))
+}
+
 /// Runs detection on a finished run and stores the anomalies in it (`run.anomalies`).
 pub fn annotate(run: &mut RunResult) {
-    run.anomalies = detect(&run.points);
+    run.anomalies = detect_run(run);
 }
 
 /// The sizes a `--refine` re-sweep should measure: every anomaly's finer sweep, merged,
@@ -262,9 +289,10 @@ struct Prepared {
     rel_ci: Vec<f64>,
     trials: Vec<u32>,
     placement: Vec<PlacementClass>,
+    path: PathKind,
 }
 
-fn prepare(points: &[SeriesPoint]) -> Prepared {
+fn prepare(points: &[SeriesPoint], path: PathKind) -> Prepared {
     let mut pts: Vec<SeriesPoint> = points
         .iter()
         .copied()
@@ -310,6 +338,7 @@ fn prepare(points: &[SeriesPoint]) -> Prepared {
             .collect(),
         trials: pts.iter().map(|p| p.trials).collect(),
         placement: pts.iter().map(|p| p.placement).collect(),
+        path,
         x,
         y,
     }
@@ -334,19 +363,18 @@ fn roughness(x: &[f64], y: &[f64]) -> f64 {
     1.4826 * median(&mut res)
 }
 
-/// True when placement changed within a stretch of points (some had both ends on one CPU,
-/// others not): a level change there may be placement, not the path, so none is reported.
-fn placement_varies(c: &[PlacementClass]) -> bool {
-    let same = c.contains(&PlacementClass::Same);
-    let other = c
-        .iter()
-        .any(|x| matches!(x, PlacementClass::Different | PlacementClass::Mixed));
-    same && other
+/// Detects anomalies in one series whose path is not known (read as loopback).
+pub fn detect_series(points: &[SeriesPoint], cfg: &DetectConfig) -> Vec<Anomaly> {
+    detect_series_on(points, cfg, PathKind::Unknown)
 }
 
-/// Detects anomalies in one series.
-pub fn detect_series(points: &[SeriesPoint], cfg: &DetectConfig) -> Vec<Anomaly> {
-    let p = prepare(points);
+/// Detects anomalies in one series measured over `path`.
+pub fn detect_series_on(
+    points: &[SeriesPoint],
+    cfg: &DetectConfig,
+    path: PathKind,
+) -> Vec<Anomaly> {
+    let p = prepare(points, path);
     let mut out = dips(&p, cfg);
     out.extend(cliffs(&p, cfg, &out));
     // Inside a dip the relative CI widens with the fall of the mean: the dip is the story.
@@ -499,9 +527,6 @@ fn dip_band(
     if below * 3 < m * 2 {
         return None;
     }
-    if placement_varies(&p.placement[l.start..r.end]) {
-        return None;
-    }
     let mean_r = resid.iter().sum::<f64>() / m as f64;
     let var_band = p.sigma[a..=b].iter().map(|s| s * s).sum::<f64>() / (m * m) as f64;
     let mean_var = |range: std::ops::Range<usize>| {
@@ -520,6 +545,11 @@ fn dip_band(
     };
     let confidence = phi((-mean_r - need) / sd);
     if -mean_r < need || confidence < cfg.min_confidence {
+        return None;
+    }
+    // Over loopback, a drop within what placement is measured to do, where placement
+    // changed, may be placement: not reported. Anything deeper, or on a real path, is.
+    if placement::excuses(p, cfg, a..b + 1, l.start..r.end, -mean_r) {
         return None;
     }
     let center = (p.x[a] + p.x[b]) / 2.0;
@@ -570,15 +600,12 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
         dips.iter()
             .any(|d| p.size[i] >= d.from_size && p.size[i] <= d.to_size)
     };
-    // (boundary index, step, confidence)
-    let mut cands: Vec<(usize, f64, f64)> = Vec::new();
+    // (boundary index, step, confidence, rank)
+    let mut cands: Vec<(usize, f64, f64, f64)> = Vec::new();
     for c in 3..n.saturating_sub(2) {
         let l = c.saturating_sub(k)..c;
         let r = c..n.min(c + k);
         if l.len() < 3 || r.len() < 3 || (l.start..r.end).any(in_dip) {
-            continue;
-        }
-        if placement_varies(&p.placement[l.start..r.end]) {
             continue;
         }
         // A cliff is a level shift: the right side lies below the left side's line carried
@@ -586,20 +613,14 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
         // trend fails one of the two.)
         let (sl, il) = theil_sen(&p.x, &p.y, l.clone());
         let (sr, ir) = theil_sen(&p.x, &p.y, r.clone());
-        let fwd = median(
-            &mut r
-                .clone()
-                .map(|j| p.y[j] - (il + sl * p.x[j]))
-                .collect::<Vec<_>>(),
-        );
-        let back = median(
-            &mut l
-                .clone()
-                .map(|i| (ir + sr * p.x[i]) - p.y[i])
-                .collect::<Vec<_>>(),
-        );
-        let step = fwd.max(back);
-        if step > -fl {
+        let mut fwd: Vec<f64> = r.clone().map(|j| p.y[j] - (il + sl * p.x[j])).collect();
+        let mut back: Vec<f64> = l.clone().map(|i| (ir + sr * p.x[i]) - p.y[i]).collect();
+        // Where the step is: the medians tolerate one point on the wrong side of a deep
+        // step, the means do not, so the means rank neighbouring boundaries.
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let rank = mean(&fwd).max(mean(&back));
+        let step = median(&mut fwd).max(median(&mut back));
+        if step > -fl || placement::excuses(p, cfg, l.start..r.end, l.start..r.end, -step) {
             continue;
         }
         let mean_var = |range: std::ops::Range<usize>| {
@@ -611,12 +632,12 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
             .max(1e-9);
         let confidence = phi((-step - fl) / sd);
         if confidence >= cfg.min_confidence {
-            cands.push((c, step, confidence));
+            cands.push((c, step, confidence, rank));
         }
     }
     // Keep the strongest step among neighbouring boundaries.
-    cands.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut taken: Vec<(usize, f64, f64)> = Vec::new();
+    cands.sort_by(|a, b| a.3.total_cmp(&b.3));
+    let mut taken: Vec<(usize, f64, f64, f64)> = Vec::new();
     for c in cands {
         if taken.iter().all(|t| t.0.abs_diff(c.0) >= k) {
             taken.push(c);
@@ -624,7 +645,7 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
     }
     taken
         .into_iter()
-        .map(|(c, step, confidence)| {
+        .map(|(c, step, confidence, _)| {
             let (lo, hi) = (p.size[c - 1], p.size[c]);
             let r = refine(lo, hi);
             let drop = 1.0 - step.exp();
