@@ -61,14 +61,12 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// True when placement changed within a stretch of points (some had both ends on one CPU,
-/// others not).
+/// True when placement changed within a stretch of points: some had both ends on one CPU and
+/// others not, or some point's trials were split between the two (a level change between
+/// mostly-same and never-same points is placement as much as one between all and none).
 pub(super) fn varies(c: &[PlacementClass]) -> bool {
-    let same = c.contains(&PlacementClass::Same);
-    let other = c
-        .iter()
-        .any(|x| matches!(x, PlacementClass::Different | PlacementClass::Mixed));
-    same && other
+    c.contains(&PlacementClass::Mixed)
+        || (c.contains(&PlacementClass::Same) && c.contains(&PlacementClass::Different))
 }
 
 /// The ln-factor placement alone moves throughput by in this run, measured away from
@@ -210,6 +208,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_step_from_mostly_shared_to_split_cpus_is_placement_on_loopback() {
+        // Seen in a clean default sweep: points whose trials mostly shared a CPU, then points
+        // that never did, 2.2× slower. No point had *every* trial on one CPU.
+        let mut s = flat(40, 390.0);
+        for p in &mut s[..20] {
+            p.placement = PlacementClass::Mixed;
+        }
+        for p in &mut s[20..] {
+            p.mean /= 2.2;
+            p.ci95 /= 2.2;
+            p.placement = PlacementClass::Different;
+        }
+        assert_eq!(found(&s, PathKind::Loopback), vec![]);
+        assert_eq!(
+            found(&s, PathKind::Network),
+            vec![(AnomalyKind::Cliff, s[19].size, s[20].size)]
+        );
     }
 
     /// A flat sweep whose first 16 points alternate between one CPU and split CPUs, the
