@@ -527,6 +527,12 @@ fn dip_band(
     if below * 3 < m * 2 {
         return None;
     }
+    // A chasm's edges are part of it: at least a quarter as deep (in ln) as its median. A
+    // 40% wobble beside a 97% chasm (a disturbance on a shared machine) is not its edge.
+    let depth = -median(&mut resid.clone());
+    if -resid[0] < depth * EDGE_DEPTH || -resid[m - 1] < depth * EDGE_DEPTH {
+        return None;
+    }
     let mean_r = resid.iter().sum::<f64>() / m as f64;
     let var_band = p.sigma[a..=b].iter().map(|s| s * s).sum::<f64>() / (m * m) as f64;
     let mean_var = |range: std::ops::Range<usize>| {
@@ -562,6 +568,9 @@ fn dip_band(
         reference: trend(center).exp(),
     })
 }
+
+/// A dip's first and last points must be at least this fraction of its median ln-depth.
+const EDGE_DEPTH: f64 = 0.25;
 
 /// Smallest ln-size difference a slope is taken over (5%).
 const MIN_SLOPE_DX: f64 = 0.05;

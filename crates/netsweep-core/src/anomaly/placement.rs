@@ -319,6 +319,22 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_disturbed_point_beside_a_deep_chasm_is_not_its_edge() {
+        // Seen unpinned across the veth: a −40% point two steps beyond a 97% chasm.
+        for path in [PathKind::Network, PathKind::Loopback] {
+            let mut s = flat(56, 390.0);
+            sink(&mut s, 20..32, 0.025);
+            s[33].mean *= 0.6;
+            s[17].mean *= 0.55;
+            assert_eq!(
+                found(&s, path),
+                vec![(AnomalyKind::Dip, s[20].size, s[31].size)],
+                "{path:?}"
+            );
+        }
+    }
+
     /// Measured: `netsweep run -t tcp -p pingpong --sizes 600..1448:+16 --trial-time 20ms
     /// --max-point-time 150ms`, unpinned, across a 200 Mbit/s veth whose IP lengths
     /// 1000..=1300 (TCP payloads 948..1248) go through a 5 Mbit/s htb class. (size, mean
