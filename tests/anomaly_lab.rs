@@ -1,15 +1,22 @@
-//! Issue 5: a fine sweep across a lab link that throttles one band of packet sizes finds
-//! that band as a dip, with its size range, and marks it on the plot. Needs root: ignored
-//! without it, run by ./run-tests as root.
+//! Issues 5 and 9: fine sweeps across a veth between two namespaces whose htb sends one band of
+//! IP lengths through a 5 Mbit/s class (the rest at 200 Mbit/s) find that band as one dip at its
+//! sizes — tcp and udp, pingpong and stream, both ends pinned and unpinned (unpinned, the
+//! scheduler puts both sleeping ends on one CPU inside the band: placement flips *because of*
+//! the chasm and must not hide it), bands at two places — and a band running to the end of
+//! the sweep as a cliff where it starts. Needs root: ignored without it, run by ./run-tests as root.
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id};
+use netsweep_core::anomaly::{self, PathKind};
+use netsweep_core::results;
+use netsweep_lab::testing::{lab_test, lock, require_labs, run_id};
 use netsweep_lab::{Lab, Topology};
+use serde_json::Value;
 
-// IP total lengths 1000..=1300 go through a 5 Mbit/s class (UDP payloads 972..=1272); the
-// rest of the 200 Mbit/s link is the sender-limited trend around it.
-const BAND: &str = r#"
+/// A `rate` link whose IP lengths `lo..=hi` go through a 5 Mbit/s class.
+fn banded(rate: &str, lo: u32, hi: u32) -> Topology {
+    Topology::parse(&format!(
+        r#"
 [[hosts]]
 name = "client"
 [[hosts]]
@@ -17,18 +24,197 @@ name = "server"
 [[links]]
 a = "client"
 b = "server"
-rate = "200mbit"
-shape_band = { lo = 1000, hi = 1300, rate = "5mbit" }
-"#;
+rate = "{rate}"
+shape_band = {{ lo = {lo}, hi = {hi}, rate = "5mbit" }}
+"#
+    ))
+    .unwrap()
+}
+
+/// One sweep in a lab and what it must find.
+struct Case {
+    name: &'static str,
+    args: &'static [&'static str],
+    /// (kind, first size, last size): the sizes whose packets fall in the band.
+    want: (&'static str, u64, u64),
+}
+
+/// Builds the lab, runs every case against one server, tears the lab down, then checks.
+fn sweep(tag: &str, rate: &str, lo: u32, hi: u32, cases: &[Case]) {
+    let _l = lock().unwrap();
+    let lab = Lab::up(&banded(rate, lo, hi), &run_id(tag)).unwrap();
+    let addr = lab.address_for("client", "server").unwrap();
+    let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
+    let dir = scratch(tag);
+    let mut runs = Vec::new();
+    for c in cases {
+        let out = dir.join(format!("{}.json", c.name));
+        let o = lab
+            .command(
+                "client",
+                &[
+                    bin(),
+                    "run",
+                    &format!("{addr}:7200"),
+                    "--no-save",
+                    "-q",
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--trial-time",
+                    "20ms",
+                    "--max-point-time",
+                    "120ms",
+                    "--timeout",
+                    "5s",
+                ],
+            )
+            .unwrap()
+            .args(c.args)
+            .output()
+            .unwrap();
+        runs.push((o, out));
+    }
+    let _ = (server.kill(), server.wait());
+    lab.down().unwrap();
+    for (c, (o, out)) in cases.iter().zip(&runs) {
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            c.name,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(out).unwrap();
+        let run = results::load(&text).unwrap();
+        assert_eq!(anomaly::path_of(&run), PathKind::Network, "{}", c.name);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        check(c, &v);
+    }
+}
+
+fn check(c: &Case, v: &Value) {
+    let none = Vec::new();
+    let found = v["anomalies"].as_array().unwrap_or(&none);
+    let level: Vec<&Value> = found
+        .iter()
+        .filter(|a| a["kind"] == "dip" || a["kind"] == "cliff")
+        .collect();
+    let (kind, from, to) = c.want;
+    assert_eq!(
+        level.len(),
+        1,
+        "{}: exactly one {kind} (no cliff or dip elsewhere): {found:#?}",
+        c.name
+    );
+    let a = level[0];
+    let (f, t) = (
+        a["from_size"].as_u64().unwrap(),
+        a["to_size"].as_u64().unwrap(),
+    );
+    assert_eq!(a["kind"], kind, "{}: {a:#?}", c.name);
+    // Within one step of 16 bytes of the band's edges.
+    assert!(
+        f.abs_diff(from) <= 16 && t.abs_diff(to) <= 16,
+        "{}: {kind} {f}..{t} vs band {from}..{to}",
+        c.name
+    );
+    // 5 Mbit/s against 100 or 200 Mbit/s line rate, or more for veth-fast pingpong.
+    assert!(
+        a["magnitude"].as_f64().unwrap() >= 0.8,
+        "{}: {a:#?}",
+        c.name
+    );
+}
+
+// IP lengths 1000..=1300: UDP payloads 972..=1272, TCP payloads (timestamps) 948..=1248.
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned() {
+    let test = "bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned";
+    require_labs(test);
+    sweep(
+        "band-hi",
+        "200mbit",
+        1000,
+        1300,
+        &[
+            Case {
+                name: "tcp-pingpong-unpinned",
+                args: &["-t", "tcp", "-p", "pingpong", "--sizes", "700..1448:+16"],
+                want: ("dip", 948, 1248),
+            },
+            Case {
+                name: "udp-stream-pinned",
+                args: &[
+                    "-t",
+                    "udp",
+                    "-p",
+                    "stream",
+                    "--sizes",
+                    "800..1472:+16",
+                    "--cpu",
+                    "0,1",
+                ],
+                want: ("dip", 972, 1272),
+            },
+            Case {
+                name: "tcp-pingpong-unpinned-to-the-end",
+                args: &["-t", "tcp", "-p", "pingpong", "--sizes", "700..1200:+16"],
+                want: ("cliff", 940, 956),
+            },
+        ],
+    );
+}
+
+// IP lengths 400..=600: UDP payloads 372..=572, TCP payloads 348..=548. At 100 Mbit/s the
+// link, not the (debug-build, shared-CPU) sender, sets the small-datagram stream rate, which
+// keeps the points beside the band steady enough to place its edges within one step.
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_pinned() {
+    let test = "bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_pinned";
+    require_labs(test);
+    sweep(
+        "band-lo",
+        "100mbit",
+        400,
+        600,
+        &[
+            Case {
+                name: "udp-pingpong-unpinned",
+                args: &["-t", "udp", "-p", "pingpong", "--sizes", "200..800:+16"],
+                want: ("dip", 372, 572),
+            },
+            Case {
+                name: "udp-stream-unpinned",
+                args: &["-t", "udp", "-p", "stream", "--sizes", "200..800:+16"],
+                want: ("dip", 372, 572),
+            },
+            Case {
+                name: "tcp-pingpong-pinned",
+                args: &[
+                    "-t",
+                    "tcp",
+                    "-p",
+                    "pingpong",
+                    "--sizes",
+                    "200..800:+16",
+                    "--cpu",
+                    "0,0",
+                ],
+                want: ("dip", 348, 548),
+            },
+        ],
+    );
+}
 
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
-fn a_shaped_size_band_is_found_as_a_dip_and_marked() {
-    let _l = lab_test("a_shaped_size_band_is_found_as_a_dip_and_marked");
-    let lab = Lab::up(&Topology::parse(BAND).unwrap(), &run_id("band")).unwrap();
+fn a_shaped_band_is_marked_on_the_plot() {
+    let _l = lab_test("a_shaped_band_is_marked_on_the_plot");
+    let lab = Lab::up(&banded("200mbit", 1000, 1300), &run_id("band-svg")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
-    let dir = scratch("band");
+    let dir = scratch("band-svg");
     let out = dir.join("band.json");
     let o = lab
         .command(
@@ -50,11 +236,11 @@ fn a_shaped_size_band_is_found_as_a_dip_and_marked() {
             "-p",
             "stream",
             "--sizes",
-            "800..1472:+16",
+            "800..1472:+32",
             "--trial-time",
-            "40ms",
+            "20ms",
             "--max-point-time",
-            "200ms",
+            "100ms",
             "--cpu",
             "0,1",
         ])
@@ -63,21 +249,14 @@ fn a_shaped_size_band_is_found_as_a_dip_and_marked() {
     let _ = (server.kill(), server.wait());
     lab.down().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let anomalies = v["anomalies"].as_array().expect("anomalies recorded");
-    let dips: Vec<_> = anomalies.iter().filter(|a| a["kind"] == "dip").collect();
-    assert_eq!(dips.len(), 1, "exactly one dip: {anomalies:?}");
-    let (from, to) = (
-        dips[0]["from_size"].as_u64().unwrap(),
-        dips[0]["to_size"].as_u64().unwrap(),
-    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert!(
-        from.abs_diff(972) <= 16 && to.abs_diff(1272) <= 16,
-        "dip {from}..{to} vs band 972..1272"
+        v["anomalies"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["kind"] == "dip")),
+        "a dip: {}",
+        v["anomalies"]
     );
-    assert!(dips[0]["magnitude"].as_f64().unwrap() >= 0.5);
-    // The plot marks it.
     let svg_dir = dir.join("svg");
     let r = run(&[
         "report",

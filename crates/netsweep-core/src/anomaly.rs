@@ -9,14 +9,22 @@
 //! probability, from the per-point CIs and the sweep's point-to-point scatter, that the true
 //! drop exceeds the floor, and it must reach [`DetectConfig::min_confidence`] (0.95).
 //!
-//! Differences explained by CPU placement (both ends on one CPU in some points and not in
-//! others — 5–10× on a small machine's loopback) are not reported: the run already says so.
+//! CPU placement (both ends on one CPU in some points and not in others) moves a small
+//! machine's loopback throughput 5–10×: over loopback, a level change where placement changed
+//! is not reported when it is within the placement factor measured in the run (with a
+//! margin). A drop far beyond it, or any drop on a path that is not loopback (a veth into
+//! another namespace, a remote host — where a slow band is what makes the scheduler put both
+//! sleeping ends on one CPU), is the path's and is reported ([`placement`]).
 //!
-//! [`detect`] takes a run's points; [`annotate`] stores the result in the run;
+//! [`detect_run`] takes a run (its points and its path); [`detect`] bare points, read as
+//! loopback; [`annotate`] stores the result in the run;
 //! [`refine_sizes`] gives the sizes a `--refine` re-sweep should add.
+
+mod placement;
 
 use crate::results::{PointResult, RunResult};
 use crate::stats::student_t_975;
+pub use placement::{path_of, PathKind};
 use serde::{Deserialize, Serialize};
 
 /// What kind of anomaly.
@@ -125,6 +133,14 @@ pub struct DetectConfig {
     pub unstable_floor: f64,
     /// Unstable: fewest consecutive points.
     pub unstable_min_points: usize,
+    /// Placement: the throughput factor placement is assumed to explain over loopback when
+    /// the run measured none away from the band under test (same-CPU vs split on small
+    /// machines: 5–10×).
+    pub placement_factor: f64,
+    /// Placement: the measured factor is widened by this factor before it excuses a drop.
+    pub placement_margin: f64,
+    /// Placement: never excuses more than this factor (30 = a 97% drop), however measured.
+    pub placement_cap: f64,
 }
 
 impl Default for DetectConfig {
@@ -139,6 +155,9 @@ impl Default for DetectConfig {
             unstable_ratio: 4.0,
             unstable_floor: 0.15,
             unstable_min_points: 4,
+            placement_factor: 10.0,
+            placement_margin: 2.0,
+            placement_cap: 30.0,
         }
     }
 }
@@ -191,15 +210,23 @@ impl SeriesPoint {
     }
 }
 
-/// Detects anomalies in a run's headline throughput with the default thresholds.
+/// Detects anomalies in bare points with the default thresholds. The path is not known, so
+/// placement may excuse a drop as on loopback: prefer [`detect_run`].
 pub fn detect(points: &[PointResult]) -> Vec<Anomaly> {
     let series: Vec<SeriesPoint> = points.iter().map(SeriesPoint::from_point).collect();
     detect_series(&series, &DetectConfig::default())
 }
 
+/// Detects anomalies in a run's headline throughput with the default thresholds, knowing
+/// its path ([`path_of`]): placement excuses nothing on a path that is not loopback.
+pub fn detect_run(run: &RunResult) -> Vec<Anomaly> {
+    let series: Vec<SeriesPoint> = run.points.iter().map(SeriesPoint::from_point).collect();
+    detect_series_on(&series, &DetectConfig::default(), path_of(run))
+}
+
 /// Runs detection on a finished run and stores the anomalies in it (`run.anomalies`).
 pub fn annotate(run: &mut RunResult) {
-    run.anomalies = detect(&run.points);
+    run.anomalies = detect_run(run);
 }
 
 /// The sizes a `--refine` re-sweep should measure: every anomaly's finer sweep, merged,
@@ -262,9 +289,10 @@ struct Prepared {
     rel_ci: Vec<f64>,
     trials: Vec<u32>,
     placement: Vec<PlacementClass>,
+    path: PathKind,
 }
 
-fn prepare(points: &[SeriesPoint]) -> Prepared {
+fn prepare(points: &[SeriesPoint], path: PathKind) -> Prepared {
     let mut pts: Vec<SeriesPoint> = points
         .iter()
         .copied()
@@ -310,6 +338,7 @@ fn prepare(points: &[SeriesPoint]) -> Prepared {
             .collect(),
         trials: pts.iter().map(|p| p.trials).collect(),
         placement: pts.iter().map(|p| p.placement).collect(),
+        path,
         x,
         y,
     }
@@ -334,19 +363,18 @@ fn roughness(x: &[f64], y: &[f64]) -> f64 {
     1.4826 * median(&mut res)
 }
 
-/// True when placement changed within a stretch of points (some had both ends on one CPU,
-/// others not): a level change there may be placement, not the path, so none is reported.
-fn placement_varies(c: &[PlacementClass]) -> bool {
-    let same = c.contains(&PlacementClass::Same);
-    let other = c
-        .iter()
-        .any(|x| matches!(x, PlacementClass::Different | PlacementClass::Mixed));
-    same && other
+/// Detects anomalies in one series whose path is not known (read as loopback).
+pub fn detect_series(points: &[SeriesPoint], cfg: &DetectConfig) -> Vec<Anomaly> {
+    detect_series_on(points, cfg, PathKind::Unknown)
 }
 
-/// Detects anomalies in one series.
-pub fn detect_series(points: &[SeriesPoint], cfg: &DetectConfig) -> Vec<Anomaly> {
-    let p = prepare(points);
+/// Detects anomalies in one series measured over `path`.
+pub fn detect_series_on(
+    points: &[SeriesPoint],
+    cfg: &DetectConfig,
+    path: PathKind,
+) -> Vec<Anomaly> {
+    let p = prepare(points, path);
     let mut out = dips(&p, cfg);
     out.extend(cliffs(&p, cfg, &out));
     // Inside a dip the relative CI widens with the fall of the mean: the dip is the story.
@@ -499,7 +527,10 @@ fn dip_band(
     if below * 3 < m * 2 {
         return None;
     }
-    if placement_varies(&p.placement[l.start..r.end]) {
+    // A chasm's edges are part of it: at least a quarter as deep (in ln) as its median. A
+    // 40% wobble beside a 97% chasm (a disturbance on a shared machine) is not its edge.
+    let depth = -median(&mut resid.clone());
+    if -resid[0] < depth * EDGE_DEPTH || -resid[m - 1] < depth * EDGE_DEPTH {
         return None;
     }
     let mean_r = resid.iter().sum::<f64>() / m as f64;
@@ -522,6 +553,11 @@ fn dip_band(
     if -mean_r < need || confidence < cfg.min_confidence {
         return None;
     }
+    // Over loopback, a drop within what placement is measured to do, where placement
+    // changed, may be placement: not reported. Anything deeper, or on a real path, is.
+    if placement::excuses(p, cfg, a..b + 1, l.start..r.end, -mean_r) {
+        return None;
+    }
     let center = (p.x[a] + p.x[b]) / 2.0;
     Some(Candidate {
         a,
@@ -532,6 +568,9 @@ fn dip_band(
         reference: trend(center).exp(),
     })
 }
+
+/// A dip's first and last points must be at least this fraction of its median ln-depth.
+const EDGE_DEPTH: f64 = 0.25;
 
 /// Smallest ln-size difference a slope is taken over (5%).
 const MIN_SLOPE_DX: f64 = 0.05;
@@ -570,15 +609,12 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
         dips.iter()
             .any(|d| p.size[i] >= d.from_size && p.size[i] <= d.to_size)
     };
-    // (boundary index, step, confidence)
-    let mut cands: Vec<(usize, f64, f64)> = Vec::new();
+    // (boundary index, step, confidence, rank)
+    let mut cands: Vec<(usize, f64, f64, f64)> = Vec::new();
     for c in 3..n.saturating_sub(2) {
         let l = c.saturating_sub(k)..c;
         let r = c..n.min(c + k);
         if l.len() < 3 || r.len() < 3 || (l.start..r.end).any(in_dip) {
-            continue;
-        }
-        if placement_varies(&p.placement[l.start..r.end]) {
             continue;
         }
         // A cliff is a level shift: the right side lies below the left side's line carried
@@ -586,20 +622,14 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
         // trend fails one of the two.)
         let (sl, il) = theil_sen(&p.x, &p.y, l.clone());
         let (sr, ir) = theil_sen(&p.x, &p.y, r.clone());
-        let fwd = median(
-            &mut r
-                .clone()
-                .map(|j| p.y[j] - (il + sl * p.x[j]))
-                .collect::<Vec<_>>(),
-        );
-        let back = median(
-            &mut l
-                .clone()
-                .map(|i| (ir + sr * p.x[i]) - p.y[i])
-                .collect::<Vec<_>>(),
-        );
-        let step = fwd.max(back);
-        if step > -fl {
+        let mut fwd: Vec<f64> = r.clone().map(|j| p.y[j] - (il + sl * p.x[j])).collect();
+        let mut back: Vec<f64> = l.clone().map(|i| (ir + sr * p.x[i]) - p.y[i]).collect();
+        // Where the step is: the medians tolerate one point on the wrong side of a deep
+        // step, the means do not, so the means rank neighbouring boundaries.
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let rank = mean(&fwd).max(mean(&back));
+        let step = median(&mut fwd).max(median(&mut back));
+        if step > -fl || placement::excuses(p, cfg, l.start..r.end, l.start..r.end, -step) {
             continue;
         }
         let mean_var = |range: std::ops::Range<usize>| {
@@ -611,12 +641,12 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
             .max(1e-9);
         let confidence = phi((-step - fl) / sd);
         if confidence >= cfg.min_confidence {
-            cands.push((c, step, confidence));
+            cands.push((c, step, confidence, rank));
         }
     }
     // Keep the strongest step among neighbouring boundaries.
-    cands.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut taken: Vec<(usize, f64, f64)> = Vec::new();
+    cands.sort_by(|a, b| a.3.total_cmp(&b.3));
+    let mut taken: Vec<(usize, f64, f64, f64)> = Vec::new();
     for c in cands {
         if taken.iter().all(|t| t.0.abs_diff(c.0) >= k) {
             taken.push(c);
@@ -624,7 +654,7 @@ fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<Anomaly> {
     }
     taken
         .into_iter()
-        .map(|(c, step, confidence)| {
+        .map(|(c, step, confidence, _)| {
             let (lo, hi) = (p.size[c - 1], p.size[c]);
             let r = refine(lo, hi);
             let drop = 1.0 - step.exp();
@@ -761,207 +791,4 @@ fn unstable(p: &Prepared, cfg: &DetectConfig) -> Vec<Anomaly> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A clean pingpong-like curve: throughput = size / (lat0 + size/bw), with ±1% CIs and
-    /// deterministic ±2% wiggle.
-    fn clean(sizes: &[u64]) -> Vec<SeriesPoint> {
-        sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| {
-                let t = s as f64 * 8.0 / (20_000.0 + s as f64 * 8.0 / 30_000.0);
-                let wiggle = 1.0 + 0.02 * ((i * 7919 % 13) as f64 / 6.0 - 1.0);
-                SeriesPoint {
-                    size: s,
-                    mean: t * wiggle,
-                    ci95: t * 0.01,
-                    trials: 5,
-                    placement: PlacementClass::Same,
-                }
-            })
-            .collect()
-    }
-
-    fn geometric(from: u64, n: usize, ratio: f64) -> Vec<u64> {
-        (0..n)
-            .map(|i| (from as f64 * ratio.powi(i as i32)).round() as u64)
-            .collect()
-    }
-
-    fn kinds(v: &[Anomaly]) -> Vec<AnomalyKind> {
-        v.iter().map(|a| a.kind).collect()
-    }
-
-    #[test]
-    fn clean_curves_have_nothing() {
-        for sizes in [
-            geometric(1, 40, 1.5),
-            geometric(1024, 60, 1.1),
-            (1..=80).map(|i| i * 512).collect(),
-        ] {
-            let a = detect_series(&clean(&sizes), &DetectConfig::default());
-            assert!(a.is_empty(), "{a:?}");
-        }
-    }
-
-    #[test]
-    fn a_chasm_of_3_to_10_points_is_one_dip_with_its_range() {
-        let sizes: Vec<u64> = (1..=60).map(|i| 40_000 + i * 512).collect();
-        for width in 3..=10 {
-            for depth in [0.5, 0.1, 0.01] {
-                let mut s = clean(&sizes);
-                let start = 25;
-                for p in &mut s[start..start + width] {
-                    p.mean *= depth;
-                    p.ci95 *= depth;
-                }
-                let a = detect_series(&s, &DetectConfig::default());
-                assert_eq!(kinds(&a), vec![AnomalyKind::Dip], "width {width}: {a:?}");
-                assert_eq!(a[0].from_size, sizes[start], "width {width}");
-                assert_eq!(a[0].to_size, sizes[start + width - 1], "width {width}");
-                assert!((a[0].magnitude - (1.0 - depth)).abs() < 0.05, "{a:?}");
-                assert!(a[0].confidence >= 0.95);
-                assert_eq!(a[0].points as usize, width);
-            }
-        }
-    }
-
-    #[test]
-    fn a_chasm_with_a_lone_high_point_inside_stays_one_dip() {
-        let sizes: Vec<u64> = (1..=60).map(|i| 40_000 + i * 512).collect();
-        let mut s = clean(&sizes);
-        for (i, p) in s[20..30].iter_mut().enumerate() {
-            if i != 5 {
-                p.mean *= 0.05;
-            }
-        }
-        let a = detect_series(&s, &DetectConfig::default());
-        assert_eq!(kinds(&a), vec![AnomalyKind::Dip], "{a:?}");
-        assert_eq!((a[0].from_size, a[0].to_size), (sizes[20], sizes[29]));
-    }
-
-    #[test]
-    fn a_coarse_dip_says_where_to_sweep() {
-        let sizes = geometric(1, 30, 2.0);
-        let mut s = clean(&sizes);
-        s[20].mean *= 0.2;
-        s[21].mean *= 0.2;
-        let a = detect_series(&s, &DetectConfig::default());
-        assert_eq!(kinds(&a), vec![AnomalyKind::Dip], "{a:?}");
-        let r = a[0].refine.unwrap();
-        assert_eq!((r.from, r.to), (sizes[19], sizes[22]));
-        assert!(a[0].hint.as_deref().unwrap().contains(&r.spec()));
-        let sizes = r.sizes();
-        assert!(sizes.len() >= 32 && sizes.len() <= 66, "{}", sizes.len());
-    }
-
-    #[test]
-    fn a_step_is_a_cliff_at_the_right_size() {
-        let sizes: Vec<u64> = (1..=50).map(|i| i * 100).collect();
-        for drop in [0.4, 0.7] {
-            let mut s = clean(&sizes);
-            for p in &mut s[30..] {
-                p.mean *= 1.0 - drop;
-                p.ci95 *= 1.0 - drop;
-            }
-            let a = detect_series(&s, &DetectConfig::default());
-            assert_eq!(kinds(&a), vec![AnomalyKind::Cliff], "{a:?}");
-            assert_eq!((a[0].from_size, a[0].to_size), (sizes[29], sizes[30]));
-            assert!((a[0].magnitude - drop).abs() < 0.06, "{a:?}");
-        }
-    }
-
-    #[test]
-    fn small_steps_and_dips_are_not_reported() {
-        let sizes: Vec<u64> = (1..=50).map(|i| i * 100).collect();
-        let mut s = clean(&sizes);
-        for p in &mut s[30..] {
-            p.mean *= 0.85;
-        }
-        for p in &mut s[10..14] {
-            p.mean *= 0.85;
-        }
-        assert!(detect_series(&s, &DetectConfig::default()).is_empty());
-    }
-
-    #[test]
-    fn a_noisy_band_is_unstable() {
-        let sizes: Vec<u64> = (1..=40).map(|i| i * 1000).collect();
-        let mut s = clean(&sizes);
-        for p in &mut s[15..20] {
-            p.ci95 = p.mean * 0.3;
-        }
-        let a = detect_series(&s, &DetectConfig::default());
-        assert_eq!(kinds(&a), vec![AnomalyKind::Unstable], "{a:?}");
-        assert_eq!((a[0].from_size, a[0].to_size), (sizes[15], sizes[19]));
-        assert!((a[0].magnitude - 0.3).abs() < 1e-9);
-    }
-
-    #[test]
-    fn a_wide_ci_does_not_make_a_dip() {
-        let sizes: Vec<u64> = (1..=40).map(|i| i * 1000).collect();
-        let mut s = clean(&sizes);
-        for p in &mut s[15..18] {
-            p.mean *= 0.6;
-            p.ci95 = p.mean * 0.9;
-        }
-        assert!(!kinds(&detect_series(&s, &DetectConfig::default())).contains(&AnomalyKind::Dip));
-    }
-
-    #[test]
-    fn placement_changes_are_not_anomalies() {
-        let sizes: Vec<u64> = (1..=40).map(|i| i * 1000).collect();
-        let mut s = clean(&sizes);
-        for p in &mut s[15..18] {
-            p.mean *= 0.12;
-            p.placement = PlacementClass::Different;
-        }
-        let a = detect_series(&s, &DetectConfig::default());
-        assert!(a.is_empty(), "{a:?}");
-    }
-
-    #[test]
-    fn degenerate_input_never_panics() {
-        let cfg = DetectConfig::default();
-        assert!(detect_series(&[], &cfg).is_empty());
-        let one = clean(&[1]);
-        assert!(detect_series(&one, &cfg).is_empty());
-        let mut odd = clean(&geometric(1, 20, 2.0));
-        odd[3].mean = 0.0;
-        odd[4].mean = f64::NAN;
-        odd[5].ci95 = f64::INFINITY;
-        odd[6].trials = 0;
-        let _ = detect_series(&odd, &cfg);
-        let same = vec![odd[0]; 10];
-        let _ = detect_series(&same, &cfg);
-    }
-
-    #[test]
-    fn refine_spec_and_sizes() {
-        let r = Refine {
-            from: 59 * 1024,
-            to: 72 * 1024,
-            step: 256,
-        };
-        assert_eq!(r.spec(), "59k..72k:+256");
-        assert_eq!(r.sizes().len(), 53);
-        let a = Anomaly {
-            kind: AnomalyKind::Dip,
-            from_size: 0,
-            to_size: 0,
-            magnitude: 0.5,
-            confidence: 1.0,
-            points: 1,
-            metric: "throughput".into(),
-            detail: String::new(),
-            hint: None,
-            refine: Some(r),
-        };
-        let v = refine_sizes(&[a], &[59 * 1024]);
-        assert_eq!(v.len(), 52);
-        assert!(v.windows(2).all(|w| w[0] < w[1]));
-        assert!((phi(1.959_964) - 0.975).abs() < 1e-6);
-    }
-}
+mod tests;

@@ -182,7 +182,7 @@ pub fn run(
     if error.is_none() && spec.refine {
         // Re-sweep finely around what detection found, then detect again on every point.
         let measured: Vec<u64> = result.points.iter().map(|p| p.size).collect();
-        let found = crate::anomaly::detect(&result.points);
+        let found = crate::anomaly::detect_run(&result);
         let mut extra = crate::anomaly::refine_sizes(&found, &measured);
         extra.truncate(MAX_REFINE_SIZES);
         if !extra.is_empty() {

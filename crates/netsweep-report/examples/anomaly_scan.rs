@@ -19,7 +19,7 @@ fn main() {
             }
         };
         files += 1;
-        let found = anomaly::detect(&run.points);
+        let found = anomaly::detect_run(&run);
         if !found.is_empty() {
             flagged += 1;
         }

@@ -11,7 +11,7 @@ use netsweep_core::spec::Pattern;
 /// The anomalies of a run: those stored in the file, or detected now for files without any.
 pub fn anomalies_of(run: &RunResult) -> Vec<Anomaly> {
     if run.anomalies.is_empty() {
-        anomaly::detect(&run.points)
+        anomaly::detect_run(run)
     } else {
         run.anomalies.clone()
     }

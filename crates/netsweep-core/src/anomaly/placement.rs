@@ -1,0 +1,457 @@
+//! When CPU placement may explain a level change: only over loopback, and only up to the factor
+//! placement is measured to make within the run (with a margin).
+//!
+//! On a small machine both ends of a loopback run share a CPU in some trials and not in
+//! others, and that alone moves small-message throughput 5–10×. Across a real link (a veth
+//! between namespaces, a remote host) the path is what is measured: a slow band makes both ends
+//! sleep, the scheduler then puts them on one CPU, and placement flips *because of* the chasm.
+//! So placement never excuses a drop on such a path, and on loopback it excuses a drop only
+//! when the drop is within the measured same-CPU vs split-CPU factor.
+
+use super::{PlacementClass, Prepared};
+use crate::results::RunResult;
+use crate::spec::Transport;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+
+/// What the data path between the two ends is, as far as placement is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathKind {
+    /// Both ends on one host, over loopback (127/8, ::1, one of the client's own addresses,
+    /// unix sockets, shared memory, the in-process server): placement may explain a change.
+    Loopback,
+    /// Over an interface to another network stack (a veth into another namespace, a remote
+    /// host): a change is the path's.
+    Network,
+    /// Not recorded (a bare series of points): treated as loopback, the cautious reading.
+    Unknown,
+}
+
+/// The path of a finished run, from its transport, its peer and the client's own addresses.
+pub fn path_of(run: &RunResult) -> PathKind {
+    if matches!(
+        run.spec.transport,
+        Transport::UnixStream | Transport::UnixDgram | Transport::UnixSeqpacket | Transport::Shm
+    ) || run.peer == "in-process"
+    {
+        return PathKind::Loopback;
+    }
+    let Ok(peer) = run.peer.parse::<SocketAddr>() else {
+        return PathKind::Unknown;
+    };
+    let ip = canonical(peer.ip());
+    let own = run
+        .client
+        .interfaces
+        .iter()
+        .flat_map(|i| i.addresses.iter())
+        .filter_map(|a| a.split('/').next()?.parse::<IpAddr>().ok())
+        .any(|a| canonical(a) == ip);
+    if ip.is_loopback() || own {
+        PathKind::Loopback
+    } else {
+        PathKind::Network
+    }
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// True when placement changed within a stretch of points: some had both ends on one CPU and
+/// others not, or some point's trials were split between the two (a level change between
+/// mostly-same and never-same points is placement as much as one between all and none).
+pub(super) fn varies(c: &[PlacementClass]) -> bool {
+    c.contains(&PlacementClass::Mixed)
+        || (c.contains(&PlacementClass::Same) && c.contains(&PlacementClass::Different))
+}
+
+/// The ln-factor placement alone moves throughput by in this run, measured away from
+/// `exclude` (the band under test, so a chasm cannot vouch for itself): for every point whose
+/// trials all shared a CPU (or none did), its distance from the points of the opposite
+/// placement nearest it on each side (interpolated in ln-size), within `reach` positions.
+/// Placement is not one factor (loopback pingpong: 1.5× at some sizes, 10× at others, and
+/// varying between trials), so this is the largest distance in `near` or the 90th percentile
+/// over the whole run, whichever is larger. `None` when no point had such a neighbour.
+fn measured(
+    p: &Prepared,
+    exclude: &Range<usize>,
+    near: &Range<usize>,
+    reach: usize,
+) -> Option<f64> {
+    let n = p.y.len();
+    let pure = |c: PlacementClass| matches!(c, PlacementClass::Same | PlacementClass::Different);
+    let mut all = Vec::new();
+    let mut local = Vec::new();
+    for i in (0..n).filter(|i| !exclude.contains(i) && pure(p.placement[*i])) {
+        let other = |j: &usize| {
+            !exclude.contains(j) && pure(p.placement[*j]) && p.placement[*j] != p.placement[i]
+        };
+        let left = (i.saturating_sub(reach)..i).rev().find(other);
+        let right = ((i + 1)..n.min(i + 1 + reach)).find(other);
+        let level = match (left, right) {
+            (Some(l), Some(r)) if p.x[r] - p.x[l] > 1e-12 => {
+                let w = (p.x[i] - p.x[l]) / (p.x[r] - p.x[l]);
+                p.y[l] + w * (p.y[r] - p.y[l])
+            }
+            (Some(l), Some(r)) => (p.y[l] + p.y[r]) / 2.0,
+            (Some(j), None) | (None, Some(j)) => p.y[j],
+            (None, None) => continue,
+        };
+        let d = (p.y[i] - level).abs();
+        all.push(d);
+        if near.contains(&i) {
+            local.push(d);
+        }
+    }
+    all.sort_by(|a, b| a.total_cmp(b));
+    let global = all
+        .get((all.len() * 9).div_ceil(10).saturating_sub(1))
+        .copied();
+    let local = local.into_iter().reduce(f64::max);
+    match (global, local) {
+        (Some(g), Some(l)) => Some(g.max(l)),
+        (g, l) => g.or(l),
+    }
+}
+
+/// The largest ln-drop placement may explain for the band `band` judged against the points
+/// of `window` — or `None` when placement explains nothing there (it did not change within
+/// the window, or the path is not loopback).
+pub(super) fn bound(
+    p: &Prepared,
+    cfg: &super::DetectConfig,
+    band: Range<usize>,
+    window: Range<usize>,
+) -> Option<f64> {
+    if p.path == PathKind::Network || !varies(&p.placement[window.clone()]) {
+        return None;
+    }
+    let reach = 2 * cfg.window.max(2);
+    let near = window.start.saturating_sub(reach)..(window.end + reach).min(p.y.len());
+    let factor = measured(p, &band, &near, reach)
+        .map(|m| m + cfg.placement_margin.max(1.0).ln())
+        .unwrap_or(cfg.placement_factor.max(1.0).ln());
+    Some(factor.min(cfg.placement_cap.max(1.0).ln()))
+}
+
+/// True when placement may explain an ln-drop `drop` (positive) of `band` against `window`.
+pub(super) fn excuses(
+    p: &Prepared,
+    cfg: &super::DetectConfig,
+    band: Range<usize>,
+    window: Range<usize>,
+    drop: f64,
+) -> bool {
+    bound(p, cfg, band, window).is_some_and(|b| drop <= b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{detect_series_on, Anomaly, AnomalyKind, DetectConfig, SeriesPoint};
+    use super::*;
+
+    /// A flat fine sweep at `level` with ±1% CIs and ±2% wiggle, every point on one CPU.
+    fn flat(n: usize, level: f64) -> Vec<SeriesPoint> {
+        (0..n)
+            .map(|i| {
+                let wiggle = 1.0 + 0.02 * ((i * 7919 % 13) as f64 / 6.0 - 1.0);
+                SeriesPoint {
+                    size: 600 + 16 * i as u64,
+                    mean: level * wiggle,
+                    ci95: level * 0.01,
+                    trials: 3,
+                    placement: PlacementClass::Same,
+                }
+            })
+            .collect()
+    }
+
+    /// The placement the scheduler picks while both ends sleep on a slow path: it flips.
+    fn flipping(i: usize) -> PlacementClass {
+        [
+            PlacementClass::Mixed,
+            PlacementClass::Different,
+            PlacementClass::Same,
+            PlacementClass::Mixed,
+        ][i % 4]
+    }
+
+    fn sink(s: &mut [SeriesPoint], band: std::ops::Range<usize>, factor: f64) {
+        for (k, p) in s[band].iter_mut().enumerate() {
+            p.mean *= factor;
+            p.ci95 *= factor;
+            p.placement = flipping(k);
+        }
+    }
+
+    fn found(s: &[SeriesPoint], path: PathKind) -> Vec<(AnomalyKind, u64, u64)> {
+        detect_series_on(s, &DetectConfig::default(), path)
+            .iter()
+            .map(|a: &Anomaly| (a.kind, a.from_size, a.to_size))
+            .collect()
+    }
+
+    #[test]
+    fn a_deep_chasm_where_placement_flips_is_a_dip_at_its_sizes() {
+        for path in [PathKind::Network, PathKind::Loopback, PathKind::Unknown] {
+            for (band, factor) in [(20..32, 0.01), (10..14, 0.02), (35..44, 0.025)] {
+                let mut s = flat(56, 390.0);
+                sink(&mut s, band.clone(), factor);
+                assert_eq!(
+                    found(&s, path),
+                    vec![(AnomalyKind::Dip, s[band.start].size, s[band.end - 1].size)],
+                    "{path:?} band {band:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_step_from_mostly_shared_to_split_cpus_is_placement_on_loopback() {
+        // Seen in a clean default sweep: points whose trials mostly shared a CPU, then points
+        // that never did, 2.2× slower. No point had *every* trial on one CPU.
+        let mut s = flat(40, 390.0);
+        for p in &mut s[..20] {
+            p.placement = PlacementClass::Mixed;
+        }
+        for p in &mut s[20..] {
+            p.mean /= 2.2;
+            p.ci95 /= 2.2;
+            p.placement = PlacementClass::Different;
+        }
+        assert_eq!(found(&s, PathKind::Loopback), vec![]);
+        assert_eq!(
+            found(&s, PathKind::Network),
+            vec![(AnomalyKind::Cliff, s[19].size, s[20].size)]
+        );
+    }
+
+    /// A flat sweep whose first 16 points alternate between one CPU and split CPUs, the
+    /// split ones `factor`× slower: the run's own measure of placement.
+    fn placement_measured(factor: f64) -> Vec<SeriesPoint> {
+        let mut s = flat(60, 390.0);
+        for p in s[..16].iter_mut().step_by(2) {
+            p.mean /= factor;
+            p.ci95 /= factor;
+            p.placement = PlacementClass::Different;
+        }
+        s
+    }
+
+    #[test]
+    fn on_loopback_the_measured_placement_factor_with_a_margin_bounds_what_is_excused() {
+        // Measured 1.5×: a 6× band where placement flips is beyond 2 × 1.5× (the default
+        // 10× would have excused it).
+        let s = placement_measured(1.5);
+        assert_eq!(found(&s, PathKind::Loopback), vec![]);
+        let mut six = s.clone();
+        sink(&mut six, 36..44, 1.0 / 6.0);
+        assert_eq!(
+            found(&six, PathKind::Loopback),
+            vec![(AnomalyKind::Dip, s[36].size, s[43].size)]
+        );
+        // Measured 8×: a 12× band is within 2 × 8× and is excused; a 99% band (100×) is not.
+        let s = placement_measured(8.0);
+        assert_eq!(found(&s, PathKind::Loopback), vec![]);
+        let mut twelve = s.clone();
+        sink(&mut twelve, 36..44, 1.0 / 12.0);
+        assert_eq!(found(&twelve, PathKind::Loopback), vec![]);
+        let mut deep = s.clone();
+        sink(&mut deep, 36..44, 0.01);
+        assert_eq!(
+            found(&deep, PathKind::Loopback),
+            vec![(AnomalyKind::Dip, s[36].size, s[43].size)]
+        );
+        // On a real path nothing is excused.
+        assert_eq!(
+            found(&twelve, PathKind::Network)
+                .into_iter()
+                .filter(|a| a.1 >= s[20].size)
+                .collect::<Vec<_>>(),
+            vec![(AnomalyKind::Dip, s[36].size, s[43].size)]
+        );
+    }
+
+    #[test]
+    fn a_chasm_to_the_end_of_the_sweep_is_a_cliff_where_it_starts() {
+        for path in [PathKind::Network, PathKind::Loopback] {
+            let mut s = flat(40, 390.0);
+            sink(&mut s, 28..40, 0.01);
+            assert_eq!(
+                found(&s, path),
+                vec![(AnomalyKind::Cliff, s[27].size, s[28].size)],
+                "{path:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_placement_only_5x_change_on_loopback_is_nothing_but_on_a_link_is_reported() {
+        // A step: from point 30 on, the ends never share a CPU and throughput is 5× lower.
+        let mut step = flat(50, 390.0);
+        for p in &mut step[30..] {
+            p.mean /= 5.0;
+            p.ci95 /= 5.0;
+            p.placement = PlacementClass::Different;
+        }
+        // A band: six points on split CPUs, 5× lower.
+        let mut band = flat(50, 390.0);
+        for p in &mut band[20..26] {
+            p.mean /= 5.0;
+            p.ci95 /= 5.0;
+            p.placement = PlacementClass::Different;
+        }
+        for path in [PathKind::Loopback, PathKind::Unknown] {
+            assert_eq!(found(&step, path), vec![], "{path:?}");
+            assert_eq!(found(&band, path), vec![], "{path:?}");
+        }
+        assert_eq!(
+            found(&step, PathKind::Network),
+            vec![(AnomalyKind::Cliff, step[29].size, step[30].size)]
+        );
+        assert_eq!(
+            found(&band, PathKind::Network),
+            vec![(AnomalyKind::Dip, band[20].size, band[25].size)]
+        );
+    }
+
+    #[test]
+    fn a_disturbed_point_beside_a_deep_chasm_is_not_its_edge() {
+        // Seen unpinned across the veth: a −40% point two steps beyond a 97% chasm.
+        for path in [PathKind::Network, PathKind::Loopback] {
+            let mut s = flat(56, 390.0);
+            sink(&mut s, 20..32, 0.025);
+            s[33].mean *= 0.6;
+            s[17].mean *= 0.55;
+            assert_eq!(
+                found(&s, path),
+                vec![(AnomalyKind::Dip, s[20].size, s[31].size)],
+                "{path:?}"
+            );
+        }
+    }
+
+    /// Measured: `netsweep run -t tcp -p pingpong --sizes 600..1448:+16 --trial-time 20ms
+    /// --max-point-time 150ms`, unpinned, across a 200 Mbit/s veth whose IP lengths
+    /// 1000..=1300 (TCP payloads 948..1248) go through a 5 Mbit/s htb class. (size, mean
+    /// Mbit/s, ci95, trials, trials on one CPU, trials observed). Before the fix this gave
+    /// an "unstable" band and a cliff at 920..936, and no dip.
+    const VETH_BAND: &[(u64, f64, f64, u32, u32, u32)] = &[
+        (600, 146.90, 108.32, 5, 5, 5),
+        (616, 212.47, 53.04, 5, 5, 5),
+        (632, 235.96, 45.57, 4, 4, 4),
+        (648, 198.03, 70.38, 7, 7, 7),
+        (664, 245.34, 56.61, 7, 7, 7),
+        (680, 309.48, 47.57, 6, 6, 6),
+        (696, 270.50, 104.42, 6, 6, 6),
+        (712, 381.27, 6.23, 3, 3, 3),
+        (728, 382.28, 3.08, 3, 3, 3),
+        (744, 384.42, 7.13, 3, 3, 3),
+        (760, 383.74, 4.10, 4, 4, 4),
+        (776, 378.62, 12.68, 6, 6, 6),
+        (792, 385.18, 6.19, 4, 4, 4),
+        (808, 387.82, 7.73, 3, 3, 3),
+        (824, 385.86, 5.11, 4, 4, 4),
+        (840, 390.47, 2.80, 3, 3, 3),
+        (856, 341.41, 53.49, 6, 6, 6),
+        (872, 383.69, 20.72, 8, 8, 8),
+        (888, 383.80, 19.33, 6, 6, 6),
+        (904, 389.21, 6.09, 3, 3, 3),
+        (920, 384.64, 21.51, 6, 6, 6),
+        (936, 388.16, 5.91, 4, 4, 4),
+        (952, 9.74, 0.98, 2, 2, 2),
+        (968, 9.80, 0.96, 2, 2, 2),
+        (984, 9.73, 0.82, 2, 2, 2),
+        (1000, 9.78, 1.06, 2, 1, 2),
+        (1016, 9.88, 1.91, 2, 2, 2),
+        (1032, 9.87, 1.55, 2, 2, 2),
+        (1048, 9.81, 1.12, 2, 0, 2),
+        (1064, 9.80, 0.78, 2, 1, 2),
+        (1080, 10.33, 7.48, 2, 1, 2),
+        (1096, 9.87, 2.06, 2, 2, 2),
+        (1112, 9.85, 1.16, 2, 1, 2),
+        (1128, 9.85, 1.56, 2, 2, 2),
+        (1144, 9.85, 0.14, 4, 3, 4),
+        (1160, 9.89, 1.80, 3, 2, 3),
+        (1176, 9.67, 8.06, 2, 2, 2),
+        (1192, 9.90, 0.19, 4, 3, 4),
+        (1208, 9.90, 0.74, 2, 2, 2),
+        (1224, 9.95, 0.29, 3, 3, 3),
+        (1240, 9.86, 1.56, 2, 2, 2),
+        (1256, 393.99, 2.41, 3, 3, 3),
+        (1272, 390.55, 6.36, 6, 6, 6),
+        (1288, 392.81, 1.83, 3, 3, 3),
+        (1304, 391.12, 5.83, 4, 4, 4),
+        (1320, 393.87, 4.57, 4, 4, 4),
+        (1336, 393.68, 1.61, 3, 3, 3),
+        (1352, 380.21, 15.76, 6, 6, 6),
+        (1368, 403.28, 5.08, 3, 3, 3),
+        (1384, 371.75, 37.72, 6, 6, 6),
+        (1400, 378.44, 25.38, 6, 5, 6),
+        (1416, 361.74, 53.27, 6, 5, 6),
+        (1432, 397.80, 1.03, 3, 3, 3),
+        (1448, 398.59, 3.57, 3, 3, 3),
+    ];
+
+    #[test]
+    fn a_measured_veth_chasm_with_placement_flipping_inside_is_one_dip() {
+        let s: Vec<SeriesPoint> = VETH_BAND
+            .iter()
+            .map(|&(size, mean, ci95, trials, same, observed)| SeriesPoint {
+                size,
+                mean,
+                ci95,
+                trials,
+                placement: match same {
+                    0 => PlacementClass::Different,
+                    s if s == observed => PlacementClass::Same,
+                    _ => PlacementClass::Mixed,
+                },
+            })
+            .collect();
+        for path in [PathKind::Network, PathKind::Unknown] {
+            let dips: Vec<_> = found(&s, path)
+                .into_iter()
+                .filter(|a| a.0 != AnomalyKind::Unstable)
+                .collect();
+            assert_eq!(dips, vec![(AnomalyKind::Dip, 952, 1240)], "{path:?}");
+        }
+    }
+
+    fn sample(transport: Transport, peer: &str) -> RunResult {
+        let mut r =
+            crate::results::load(include_str!("../../../../tests/data/tcp-pingpong.json")).unwrap();
+        r.spec.transport = transport;
+        r.peer = peer.into();
+        r
+    }
+
+    #[test]
+    fn the_path_comes_from_the_transport_the_peer_and_the_clients_addresses() {
+        // tests/data/tcp-pingpong.json: the client has 192.0.2.2 and fd00::2 on eth0.
+        for (t, peer, want) in [
+            (Transport::Tcp, "in-process", PathKind::Loopback),
+            (Transport::Tcp, "127.0.0.1:7000", PathKind::Loopback),
+            (Transport::Tcp, "[::1]:7000", PathKind::Loopback),
+            (Transport::Tcp, "192.0.2.2:7000", PathKind::Loopback),
+            (Transport::Udp, "[fd00::2]:7000", PathKind::Loopback),
+            (
+                Transport::Udp,
+                "[::ffff:127.0.0.1]:7000",
+                PathKind::Loopback,
+            ),
+            (Transport::UnixStream, "", PathKind::Loopback),
+            (Transport::Shm, "", PathKind::Loopback),
+            (Transport::Tcp, "198.18.1.2:7300", PathKind::Network),
+            (Transport::Udp, "[fd00::3]:7000", PathKind::Network),
+            (Transport::Tcp, "", PathKind::Unknown),
+            (Transport::Packet, "nsw-0-server", PathKind::Unknown),
+        ] {
+            assert_eq!(path_of(&sample(t, peer)), want, "{t:?} {peer}");
+        }
+    }
+}
