@@ -197,7 +197,7 @@ pub fn main(a: RunArgs) -> ExitCode {
     };
     let now = SystemTime::now();
     let mut sink = output_plan(&a, &spec, now);
-    signal::install();
+    let interrupted = signal::install();
     let factory = Arc::new(Registry);
     let version = env!("CARGO_PKG_VERSION");
 
@@ -243,7 +243,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         server,
         peer_label,
         tool_version: version,
-        interrupt: &signal::INTERRUPTED,
+        interrupt: &interrupted,
         started_at: time::rfc3339(now),
         lab,
     };

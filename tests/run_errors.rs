@@ -288,6 +288,34 @@ fn ctrl_c_keeps_what_was_measured() {
     assert!(v["points"].as_array().unwrap().len() >= 2);
 }
 
+/// A second signal ends the run at once, by a signal rather than exit 130 (SIGINT then
+/// SIGTERM: two distinct signals are both delivered, where a repeated one could merge with
+/// the pending first; which of the two comes second is the kernel's choice).
+#[test]
+fn a_second_signal_ends_the_run_at_once() {
+    let dir = scratch("sigtwice");
+    let out = dir.join("r.json");
+    let client = Command::new(bin())
+        .args(["run", "--no-save", "-q", "-o", out.to_str().unwrap()])
+        .args(["--sizes", "1..400:+1", "--trial-time", "10ms"])
+        .spawn()
+        .unwrap();
+    wait_for_points(&out, 1);
+    // SAFETY: kill() on our own child's pid.
+    unsafe {
+        libc::kill(client.id() as i32, libc::SIGINT);
+        libc::kill(client.id() as i32, libc::SIGTERM);
+    }
+    let o = client.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let sig = o.status.signal();
+    assert!(
+        sig == Some(libc::SIGINT) || sig == Some(libc::SIGTERM),
+        "{:?}",
+        o.status
+    );
+}
+
 #[test]
 fn results_are_saved_by_default_and_rerendered() {
     let dir = scratch("autosave");
