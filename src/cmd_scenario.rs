@@ -168,7 +168,7 @@ fn summary(path: &Path) -> String {
 }
 
 /// Throughput per size of several runs, side by side.
-fn side_by_side(out: &Path, names: &[String], runs: &[netsweep_lab::RunOutcome]) -> String {
+fn side_by_side(out: &Path, names: &[String], runs: &[netsweep_lab::ScenarioRunOutcome]) -> String {
     let loaded: Vec<(String, Option<results::RunResult>)> = names
         .iter()
         .map(|n| {
