@@ -1,5 +1,7 @@
 //! Command-line definitions (clap). Every flag documents its unit and default.
 
+use crate::values::{self, ApiArg, CompareFormat, FormatArg, PatternArg, PerSide, TransportArg};
+use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use std::time::Duration;
 
@@ -44,27 +46,26 @@ pub enum Command {
     Scenario(ScenarioArgs),
 }
 
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args)]
 pub struct RunArgs {
     /// Server to measure against, as HOST or HOST:PORT (IPv6: [ADDR]:PORT). Without it, an
     /// in-process server on loopback is used over the same control protocol.
     #[arg(value_name = "HOST[:PORT]")]
     pub host: Option<String>,
 
-    /// Transport under test: tcp, udp, unix-stream (or unix), unix-dgram, unix-seqpacket,
-    /// packet (raw Ethernet), mptcp, udplite, shm (shared-memory ring). `netsweep list` shows
-    /// which work here.
+    /// Transport under test (unix is short for unix-stream; packet is raw Ethernet, shm a
+    /// shared-memory ring). `netsweep list` shows which work here.
     #[arg(short, long, default_value = "tcp")]
-    pub transport: String,
+    pub transport: TransportArg,
 
-    /// Traffic pattern: pingpong (timed round trips) or stream (one way, both ends count).
+    /// Traffic pattern: pingpong (timed round trips), stream (one way, both ends count) or
+    /// crr (connect, request, response, close).
     #[arg(short, long, default_value = "pingpong")]
-    pub pattern: String,
+    pub pattern: PatternArg,
 
-    /// How data is handed to the stack: basic, mmsg, zerocopy, sendfile, splice, uring
-    /// (each transport supports a subset: see `netsweep list`).
+    /// How data is handed to the stack (each transport supports a subset: see `netsweep list`).
     #[arg(long, default_value = "basic")]
-    pub api: String,
+    pub api: ApiArg,
 
     /// Use IPv6 (the in-process server listens on ::1).
     #[arg(short = '6', long)]
@@ -77,8 +78,8 @@ pub struct RunArgs {
     pub sizes: Option<String>,
 
     /// Largest size of the default schedule (e.g. 64k); ignored with --sizes.
-    #[arg(long, value_name = "SIZE")]
-    pub max_size: Option<String>,
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    pub max_size: Option<u64>,
 
     /// Perturbation of the default schedule in bytes (NetPIPE -p): sizes b−N, b, b+N around each base size.
     #[arg(long, default_value_t = 3, value_name = "N")]
@@ -90,8 +91,8 @@ pub struct RunArgs {
     pub trial_time: Duration,
 
     /// Target half-width of the 95% confidence interval of each point's throughput (2% or 0.02).
-    #[arg(long, default_value = "2%", value_name = "FRACTION")]
-    pub precision: String,
+    #[arg(long, default_value = "2%", value_name = "FRACTION", value_parser = crate::parse::fraction)]
+    pub precision: f64,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is marked.
     #[arg(long, default_value = "300ms", value_name = "TIME", value_parser = crate::parse::duration)]
@@ -118,22 +119,23 @@ pub struct RunArgs {
     #[arg(long, default_value = "10s", value_name = "TIME", value_parser = crate::parse::duration)]
     pub timeout: Duration,
 
-    /// Socket send buffer (SO_SNDBUF) on both ends, e.g. 256k; the granted size is recorded.
-    #[arg(long, value_name = "SIZE")]
-    pub sndbuf: Option<String>,
+    /// Socket send buffer (SO_SNDBUF) on both ends, e.g. 256k; `C,S` per side. The granted
+    /// size is recorded.
+    #[arg(long, value_name = "SIZE[,SIZE]", value_parser = values::sizes)]
+    pub sndbuf: Option<PerSide<u64>>,
 
-    /// Socket receive buffer (SO_RCVBUF) on both ends; the granted size is recorded.
-    #[arg(long, value_name = "SIZE")]
-    pub rcvbuf: Option<String>,
+    /// Socket receive buffer (SO_RCVBUF) on both ends; `C,S` per side. The granted size is recorded.
+    #[arg(long, value_name = "SIZE[,SIZE]", value_parser = values::sizes)]
+    pub rcvbuf: Option<PerSide<u64>>,
 
     /// TCP_NODELAY (Nagle off) on both ends: on or off.
-    #[arg(long, default_value = "on", value_name = "on|off")]
-    pub nodelay: String,
+    #[arg(long, default_value = "on", value_name = "on|off", value_parser = crate::parse::on_off, action = clap::ArgAction::Set)]
+    pub nodelay: bool,
 
     /// Offset of message buffers from a page boundary in bytes (NetPIPE -O); `C,S` sets
     /// client and server apart. `--align` is the same as offset 0 (page-aligned, the default).
-    #[arg(long, value_name = "BYTES[,BYTES]")]
-    pub offset: Option<String>,
+    #[arg(long, value_name = "BYTES[,BYTES]", value_parser = values::offsets)]
+    pub offset: Option<PerSide<u64>>,
 
     /// Page-align message buffers on both ends (the default; cancels --offset).
     #[arg(long, conflicts_with = "offset")]
@@ -148,50 +150,50 @@ pub struct RunArgs {
     pub cc: Option<String>,
 
     /// IP TOS byte (IP_TOS / IPV6_TCLASS), e.g. 0x10; `C,S` per side.
-    #[arg(long, value_name = "TOS[,TOS]", conflicts_with = "dscp")]
-    pub tos: Option<String>,
+    #[arg(long, value_name = "TOS[,TOS]", conflicts_with = "dscp", value_parser = values::tos)]
+    pub tos: Option<PerSide<u8>>,
 
     /// DSCP code point (TOS = DSCP << 2), e.g. 46 for EF; `C,S` per side.
-    #[arg(long, value_name = "DSCP[,DSCP]")]
-    pub dscp: Option<String>,
+    #[arg(long, value_name = "DSCP[,DSCP]", value_parser = values::dscp)]
+    pub dscp: Option<PerSide<u8>>,
 
     /// SO_PRIORITY (skb priority: selects qdisc classes); `C,S` per side. Above 6 needs CAP_NET_ADMIN.
-    #[arg(long, value_name = "N[,N]")]
-    pub priority: Option<String>,
+    #[arg(long, value_name = "N[,N]", value_parser = values::u32s)]
+    pub priority: Option<PerSide<u32>>,
 
     /// Send UDP over IPv4 with a zero checksum (SO_NO_CHECK) on both ends.
     #[arg(long)]
     pub no_check: bool,
 
     /// SO_BUSY_POLL in microseconds on both ends; `C,S` per side.
-    #[arg(long, value_name = "USEC[,USEC]")]
-    pub busy_poll: Option<String>,
+    #[arg(long, value_name = "USEC[,USEC]", value_parser = values::u32s)]
+    pub busy_poll: Option<PerSide<u32>>,
 
     /// Path MTU discovery (IP_MTU_DISCOVER): do (DF set: oversize sends fail with EMSGSIZE),
     /// dont (fragment), want (kernel default), probe.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = PossibleValuesParser::new(["do", "dont", "want", "probe"]))]
     pub pmtu: Option<String>,
 
     /// Pin the data threads: `N` puts both ends on CPU N, `C,S` client on C and server on S,
     /// `free` lets the scheduler place them. Default: free, except in-process pingpong and
     /// crr runs, which put both ends on the highest CPU (placement can dominate
     /// small-message latency; see docs/methodology.md). The CPUs used are always recorded.
-    #[arg(long, value_name = "CPU[,CPU]")]
-    pub cpu: Option<String>,
+    #[arg(long, value_name = "CPU[,CPU]", value_parser = values::cpus)]
+    pub cpu: Option<PerSide<u32>>,
 
     /// Draw message buffers from a pool larger than the CPU caches (NetPIPE -I), so every
     /// repetition touches cold memory; optional pool size (default 64M).
-    #[arg(long, value_name = "POOL", num_args = 0..=1, default_missing_value = "64M")]
-    pub invalidate_cache: Option<String>,
+    #[arg(long, value_name = "POOL", num_args = 0..=1, default_missing_value = "64M", value_parser = crate::parse::size)]
+    pub invalidate_cache: Option<u64>,
 
     /// Network interface for the `packet` transport (default: from the route to the peer).
     #[arg(long, value_name = "IFACE")]
     pub interface: Option<String>,
 
-    /// Output format on stdout (or in -o FILE): text, json, jsonl, csv, npout. Default: text,
-    /// or what -o's extension implies (.json, .jsonl, .csv, .out).
+    /// Output format on stdout (or in -o FILE). Default: text, or what -o's extension implies
+    /// (.json, .jsonl, .csv, .out).
     #[arg(short, long, value_name = "FORMAT")]
-    pub format: Option<String>,
+    pub format: Option<FormatArg>,
 
     /// Write the output to FILE, rewritten after every point.
     #[arg(short, long, value_name = "FILE")]
@@ -243,9 +245,9 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
 
-    /// Output format: text, json, jsonl, csv, npout (default: text; json, jsonl, csv and npout take one FILE).
+    /// Output format (default: text; json, jsonl, csv and npout take one FILE).
     #[arg(short, long)]
-    pub format: Option<String>,
+    pub format: Option<FormatArg>,
 
     /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
@@ -332,9 +334,9 @@ pub struct CompareArgs {
     #[arg(required = true, num_args = 2.., value_name = "FILE")]
     pub files: Vec<String>,
 
-    /// Output format: text or json.
-    #[arg(short, long, default_value = "text")]
-    pub format: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = CompareFormat::Text)]
+    pub format: CompareFormat,
 
     /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]

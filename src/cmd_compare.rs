@@ -5,8 +5,9 @@
 
 use crate::cli::CompareArgs;
 use crate::cmd_report::{load_runs, named, write_bytes};
+use crate::failure;
 use crate::sink::write_atomic;
-use crate::{failure, usage_error};
+use crate::values::CompareFormat;
 use netsweep_report::compare::{self, Metric};
 use netsweep_report::legend;
 use netsweep_report::plot::{png, svg};
@@ -14,12 +15,6 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn main(a: CompareArgs) -> ExitCode {
-    if a.format != "text" && a.format != "json" {
-        return usage_error(format!(
-            "unknown --format '{}': choose one of text, json",
-            a.format
-        ));
-    }
     let runs = match load_runs(&a.files) {
         Ok(r) => r,
         Err(code) => return code,
@@ -48,7 +43,7 @@ pub fn main(a: CompareArgs) -> ExitCode {
             eprintln!("wrote {p}");
         }
     }
-    let out = if a.format == "json" {
+    let out = if a.format == CompareFormat::Json {
         let v = serde_json::json!({ "comparisons": cs });
         serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
     } else {

@@ -88,18 +88,7 @@ fn emit(out: &str, output: Option<&str>) -> ExitCode {
 }
 
 pub fn main(a: ReportArgs) -> ExitCode {
-    let format = match a.format.as_deref() {
-        None => Format::Text,
-        Some(f) => match Format::parse(f) {
-            Some(f) => f,
-            None => {
-                return usage_error(format!(
-                    "unknown --format '{f}': choose one of {}",
-                    Format::ALL.map(|f| f.name()).join(", ")
-                ))
-            }
-        },
-    };
+    let format = a.format.map_or(Format::Text, |f| f.0);
     if a.files.len() > 1 && format != Format::Text && a.format.is_some() {
         return usage_error(format!(
             "--format {format} renders one file: give one FILE, or use --html/--svg/--png to overlay several"

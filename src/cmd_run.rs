@@ -3,11 +3,12 @@
 
 use crate::cli::RunArgs;
 use crate::sink::Sink;
-use crate::{failure, parse, signal, time, usage_error, EXIT_FAILURE};
+use crate::values::PerSide;
+use crate::{failure, signal, time, usage_error, EXIT_FAILURE};
 use netsweep_core::engine::{self, RunContext};
 use netsweep_core::server::{serve, ServeOptions};
 use netsweep_core::sizes::{netpipe_schedule, parse_sizes, DEFAULT_PERTURBATION};
-use netsweep_core::spec::{Api, Family, Pattern, RunSpec, Transport, DGRAM_HEADER};
+use netsweep_core::spec::{Family, Pattern, RunSpec, Transport, DGRAM_HEADER};
 use netsweep_proto::messages::Knobs;
 use netsweep_report::Format;
 use netsweep_transport::Registry;
@@ -20,27 +21,7 @@ use std::time::SystemTime;
 
 /// Builds the spec from the flags; the error is a usage error.
 pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
-    let transport = Transport::parse(&a.transport).ok_or_else(|| {
-        format!(
-            "unknown transport '{}': choose one of {}",
-            a.transport,
-            Transport::ALL.map(|t| t.name()).join(", ")
-        )
-    })?;
-    let pattern = Pattern::parse(&a.pattern).ok_or_else(|| {
-        format!(
-            "unknown pattern '{}': choose one of {}",
-            a.pattern,
-            Pattern::ALL.map(|p| p.name()).join(", ")
-        )
-    })?;
-    let api = Api::parse(&a.api).ok_or_else(|| {
-        format!(
-            "unknown api '{}': choose one of {}",
-            a.api,
-            Api::ALL.map(|p| p.name()).join(", ")
-        )
-    })?;
+    let (transport, pattern, api) = (a.transport.0, a.pattern.0, a.api.0);
     let family = match transport {
         t if t.is_ip() => family,
         Transport::Packet => Family::Link,
@@ -54,10 +35,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             spec.sizes_spec = s.clone();
         }
         None => {
-            let ceiling = match &a.max_size {
-                Some(m) => parse::size(m, "--max-size")?,
-                None => transport.default_ceiling(),
-            };
+            let ceiling = a.max_size.unwrap_or_else(|| transport.default_ceiling());
             let start = if transport.is_datagram() && pattern == Pattern::Stream {
                 DGRAM_HEADER
             } else {
@@ -80,7 +58,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
         ));
     }
     spec.trial_time_ns = a.trial_time.as_nanos() as u64;
-    spec.precision = parse::fraction(&a.precision, "--precision")?;
+    spec.precision = a.precision;
     spec.max_point_time_ns = a.max_point_time.as_nanos() as u64;
     spec.timeout_ns = a.timeout.as_nanos() as u64;
     spec.min_trials = a.min_trials;
@@ -116,64 +94,17 @@ fn default_placement(spec: &mut RunSpec) {
     }
 }
 
-/// Splits a per-side value: `X` is both sides, `C,S` client and server, `C,` or `,S` one side.
-fn per_side<T>(
-    v: Option<&str>,
-    flag: &str,
-    parse: impl Fn(&str, &str) -> Result<T, String>,
-) -> Result<(Option<T>, Option<T>), String>
-where
-    T: Clone,
-{
-    let Some(v) = v else { return Ok((None, None)) };
-    let one = |x: &str| -> Result<Option<T>, String> {
-        if x.trim().is_empty() {
-            Ok(None)
-        } else {
-            parse(x.trim(), flag).map(Some)
-        }
-    };
-    match v.split_once(',') {
-        None => {
-            let x = one(v)?;
-            Ok((x.clone(), x))
-        }
-        Some((c, s)) if !s.contains(',') => Ok((one(c)?, one(s)?)),
-        _ => Err(format!(
-            "bad {flag} '{v}': give one value for both ends or CLIENT,SERVER"
-        )),
-    }
-}
-
-fn number<T: std::str::FromStr>(s: &str, flag: &str) -> Result<T, String> {
-    let parsed = if let Some(h) = s.strip_prefix("0x") {
-        u64::from_str_radix(h, 16)
-            .ok()
-            .and_then(|v| v.to_string().parse().ok())
-    } else {
-        s.parse().ok()
-    };
-    parsed.ok_or_else(|| format!("bad {flag} value '{s}': give a number in range"))
-}
-
 /// Builds both sides' knobs from the flags.
 fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
     let mut c = Knobs::default();
     let mut s = Knobs::default();
-    (c.sndbuf, s.sndbuf) = per_side(a.sndbuf.as_deref(), "--sndbuf", parse::size)?;
-    (c.rcvbuf, s.rcvbuf) = per_side(a.rcvbuf.as_deref(), "--rcvbuf", parse::size)?;
+    (c.sndbuf, s.sndbuf) = PerSide::pair(a.sndbuf);
+    (c.rcvbuf, s.rcvbuf) = PerSide::pair(a.rcvbuf);
     if matches!(transport, Transport::Tcp | Transport::Mptcp) {
-        let nd = parse::on_off(&a.nodelay, "--nodelay")?;
-        (c.nodelay, s.nodelay) = (Some(nd), Some(nd));
+        (c.nodelay, s.nodelay) = (Some(a.nodelay), Some(a.nodelay));
     }
     if !a.align {
-        (c.buffer_offset, s.buffer_offset) =
-            per_side(a.offset.as_deref(), "--offset", number::<u64>)?;
-    }
-    for o in [c.buffer_offset, s.buffer_offset].into_iter().flatten() {
-        if o >= 4096 {
-            return Err(format!("--offset {o} must be below the page size (4096)"));
-        }
+        (c.buffer_offset, s.buffer_offset) = PerSide::pair(a.offset);
     }
     if let Some(b) = a.batch {
         if b == 0 || b > 1024 {
@@ -182,32 +113,16 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         (c.batch, s.batch) = (Some(b), Some(b));
     }
     (c.congestion_control, s.congestion_control) = (a.cc.clone(), a.cc.clone());
-    (c.tos, s.tos) = per_side(a.tos.as_deref(), "--tos", number::<u8>)?;
-    if a.dscp.is_some() {
-        let (dc, ds) = per_side(a.dscp.as_deref(), "--dscp", number::<u8>)?;
-        for d in [dc, ds].into_iter().flatten() {
-            if d > 63 {
-                return Err(format!("--dscp {d} is out of range: DSCP is 0..63"));
-            }
-        }
-        (c.tos, s.tos) = (dc.map(|d| d << 2), ds.map(|d| d << 2));
-    }
-    (c.priority, s.priority) = per_side(a.priority.as_deref(), "--priority", number::<u32>)?;
+    // --dscp arrives as the TOS byte; clap keeps it and --tos apart.
+    (c.tos, s.tos) = PerSide::pair(a.tos.or(a.dscp));
+    (c.priority, s.priority) = PerSide::pair(a.priority);
     if a.no_check {
         (c.no_check, s.no_check) = (Some(true), Some(true));
     }
-    (c.busy_poll, s.busy_poll) = per_side(a.busy_poll.as_deref(), "--busy-poll", number::<u32>)?;
-    if let Some(m) = &a.pmtu {
-        if !["do", "dont", "want", "probe"].contains(&m.as_str()) {
-            return Err(format!("bad --pmtu '{m}': use do, dont, want or probe"));
-        }
-        (c.pmtu, s.pmtu) = (Some(m.clone()), Some(m.clone()));
-    }
-    // `free` (for both ends or one) leaves a side to the scheduler.
-    let cpu = a.cpu.as_deref().map(|v| v.replace("free", ""));
-    (c.cpu, s.cpu) = per_side(cpu.as_deref(), "--cpu", number::<u32>)?;
-    if let Some(p) = &a.invalidate_cache {
-        let pool = parse::size(p, "--invalidate-cache")?;
+    (c.busy_poll, s.busy_poll) = PerSide::pair(a.busy_poll);
+    (c.pmtu, s.pmtu) = (a.pmtu.clone(), a.pmtu.clone());
+    (c.cpu, s.cpu) = PerSide::pair(a.cpu);
+    if let Some(pool) = a.invalidate_cache {
         (c.cache_pool, s.cache_pool) = (Some(pool), Some(pool));
     }
     (c.interface, s.interface) = (a.interface.clone(), None);
@@ -237,19 +152,8 @@ fn resolve(host: &str, default_port: u16, ipv6: bool) -> Result<SocketAddr, Stri
         .ok_or_else(|| format!("'{host}' resolved to no address"))
 }
 
-fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Result<Sink, String> {
-    let explicit = a
-        .format
-        .as_deref()
-        .map(|f| {
-            Format::parse(f).ok_or_else(|| {
-                format!(
-                    "unknown --format '{f}': choose one of {}",
-                    Format::ALL.map(|f| f.name()).join(", ")
-                )
-            })
-        })
-        .transpose()?;
+fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
+    let explicit = a.format.map(|f| f.0);
     let file = a.output.as_ref().map(|o| {
         (
             PathBuf::from(o),
@@ -272,7 +176,7 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Result<Sink, Str
             spec.pattern
         ))
     });
-    Ok(Sink::new(stdout, file, saved, a.quiet))
+    Sink::new(stdout, file, saved, a.quiet)
 }
 
 pub fn main(a: RunArgs) -> ExitCode {
@@ -292,11 +196,8 @@ pub fn main(a: RunArgs) -> ExitCode {
         },
     };
     let now = SystemTime::now();
-    let mut sink = match output_plan(&a, &spec, now) {
-        Ok(s) => s,
-        Err(e) => return usage_error(e),
-    };
-    signal::install();
+    let mut sink = output_plan(&a, &spec, now);
+    let interrupted = signal::install();
     let factory = Arc::new(Registry);
     let version = env!("CARGO_PKG_VERSION");
 
@@ -342,7 +243,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         server,
         peer_label,
         tool_version: version,
-        interrupt: &signal::INTERRUPTED,
+        interrupt: &interrupted,
         started_at: time::rfc3339(now),
         lab,
     };

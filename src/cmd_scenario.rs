@@ -40,8 +40,16 @@ fn check_args(args: &[String]) -> Result<(), String> {
         .into_iter()
         .map(String::from)
         .chain(args.iter().cloned());
-    let cli = crate::cli::Cli::try_parse_from(argv)
-        .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())?;
+    // clap's message without its usage and help hints: the error line and, for a closed
+    // set, the possible values.
+    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| {
+        e.to_string()
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    })?;
     match cli.command {
         Some(crate::cli::Command::Run(a)) => {
             let family = if a.ipv6 {
@@ -160,7 +168,7 @@ fn summary(path: &Path) -> String {
 }
 
 /// Throughput per size of several runs, side by side.
-fn side_by_side(out: &Path, names: &[String], runs: &[netsweep_lab::RunOutcome]) -> String {
+fn side_by_side(out: &Path, names: &[String], runs: &[netsweep_lab::ScenarioRunOutcome]) -> String {
     let loaded: Vec<(String, Option<results::RunResult>)> = names
         .iter()
         .map(|n| {

@@ -6,7 +6,6 @@ use netsweep_core::server::{serve, ServeOptions};
 use netsweep_transport::Registry;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub fn main(a: ServeArgs) -> ExitCode {
@@ -28,16 +27,8 @@ pub fn main(a: ServeArgs) -> ExitCode {
             ))
         }
     };
-    signal::install();
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = stop.clone();
-    std::thread::spawn(move || loop {
-        if signal::INTERRUPTED.load(Ordering::Relaxed) {
-            watcher.store(true, Ordering::SeqCst);
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    });
+    // The server polls the flag the first SIGINT/SIGTERM sets.
+    let stop = signal::install();
     let bound = listener
         .local_addr()
         .map_or(addr.to_string(), |a| a.to_string());

@@ -13,6 +13,7 @@ mod parse;
 mod signal;
 mod sink;
 mod time;
+mod values;
 
 use clap::Parser;
 use std::process::ExitCode;

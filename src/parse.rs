@@ -1,4 +1,4 @@
-//! Parsing of command-line values: durations, fractions, byte sizes, on/off.
+//! Parsing of command-line values (clap value parsers): durations, fractions, byte sizes, on/off.
 
 use std::time::Duration;
 
@@ -33,8 +33,8 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parses `2%` or `0.02`.
-pub fn fraction(s: &str, flag: &str) -> Result<f64, String> {
+/// Parses `2%` or `0.02` (clap names the flag in its error).
+pub fn fraction(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v = if let Some(p) = t.strip_suffix('%') {
         p.trim().parse::<f64>().map(|x| x / 100.0)
@@ -42,32 +42,30 @@ pub fn fraction(s: &str, flag: &str) -> Result<f64, String> {
         t.parse::<f64>()
     }
     .map_err(|_| {
-        format!("bad {flag} value '{s}': use a percentage like 2% or a fraction like 0.02")
+        format!("'{s}' is not a fraction: use a percentage like 2% or a fraction like 0.02")
     })?;
     if !(v > 0.0 && v < 1.0) {
         return Err(format!(
-            "{flag} '{s}' is out of range: give a value between 0% and 100%"
+            "'{s}' is out of range: give a value between 0% and 100%"
         ));
     }
     Ok(v)
 }
 
 /// Parses one byte size with the `--sizes` grammar (`64k`, `8M`, `1472`).
-pub fn size(s: &str, flag: &str) -> Result<u64, String> {
+pub fn size(s: &str) -> Result<u64, String> {
     match netsweep_core::sizes::parse_sizes(s) {
         Ok(v) if v.len() == 1 => Ok(v[0]),
-        _ => Err(format!(
-            "bad {flag} value '{s}': use one size such as 256k or 4M"
-        )),
+        _ => Err(format!("'{s}' is not one size: use one such as 256k or 4M")),
     }
 }
 
 /// Parses on/off (also true/false, yes/no, 1/0).
-pub fn on_off(s: &str, flag: &str) -> Result<bool, String> {
+pub fn on_off(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Ok(true),
         "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err(format!("bad {flag} value '{s}': use on or off")),
+        _ => Err(format!("'{s}' is neither on nor off: use on or off")),
     }
 }
 
@@ -93,17 +91,17 @@ mod tests {
 
     #[test]
     fn fractions() {
-        assert_eq!(fraction("2%", "p"), Ok(0.02));
-        assert_eq!(fraction("0.05", "p"), Ok(0.05));
-        assert!(fraction("150%", "p").is_err());
-        assert!(fraction("x", "p").is_err());
+        assert_eq!(fraction("2%"), Ok(0.02));
+        assert_eq!(fraction("0.05"), Ok(0.05));
+        assert!(fraction("150%").is_err());
+        assert!(fraction("x").is_err());
     }
 
     #[test]
     fn sizes_and_switches() {
-        assert_eq!(size("64k", "s"), Ok(65536));
-        assert!(size("1,2", "s").is_err());
-        assert_eq!(on_off("OFF", "n"), Ok(false));
-        assert!(on_off("maybe", "n").is_err());
+        assert_eq!(size("64k"), Ok(65536));
+        assert!(size("1,2").is_err());
+        assert_eq!(on_off("OFF"), Ok(false));
+        assert!(on_off("maybe").is_err());
     }
 }

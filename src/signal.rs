@@ -1,27 +1,23 @@
-//! Ctrl-C and SIGTERM: the first one asks the run to stop after the current trial and save
-//! what it measured; a second one exits at once.
+//! Ctrl-C and SIGTERM (through signal-hook): the first one asks the run to stop after the
+//! current trial and save what it measured; a second one exits at once, as the signal's
+//! default action would.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::flag;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-/// Set when the user asked to stop.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        // Second signal: the user insists. Restore the default action and re-raise.
-        // SAFETY: signal() and raise() are async-signal-safe.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::raise(sig);
+/// Installs the handling for SIGINT and SIGTERM and returns the flag the first signal sets.
+pub fn install() -> Arc<AtomicBool> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for (sig, name) in [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")] {
+        // Registered first, so it sees the flag as the previous signal left it: a second
+        // signal finds it set and takes the default action (the process ends by the signal).
+        let r = flag::register_conditional_default(sig, interrupted.clone())
+            .and_then(|_| flag::register(sig, interrupted.clone()));
+        if let Err(e) = r {
+            eprintln!("netsweep: cannot catch {name} ({e}); it will end the run without saving");
         }
     }
-}
-
-/// Installs the handler for SIGINT and SIGTERM.
-pub fn install() {
-    // SAFETY: the handler only touches an atomic and calls async-signal-safe functions.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    interrupted
 }

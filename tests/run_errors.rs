@@ -15,11 +15,38 @@ fn usage_errors_exit_2_and_say_the_fix() {
     for (args, needle) in [
         (vec!["run", "--sizes", "8x"], "8x"),
         (vec!["run", "--sizes", "1k..8k"], ":+"),
-        (vec!["run", "-t", "sctp"], "choose one of"),
-        (vec!["run", "-p", "bounce"], "choose one of"),
+        (
+            vec!["run", "-t", "sctp"],
+            "[possible values: tcp, udp, unix-stream",
+        ),
+        (
+            vec!["run", "-p", "bounce"],
+            "[possible values: pingpong, stream, crr]",
+        ),
+        (vec!["run", "--api", "aio"], "[possible values: basic, mmsg"),
         (vec!["run", "--precision", "200%"], "--precision"),
         (vec!["run", "--trial-time", "soon"], "--trial-time"),
-        (vec!["run", "--format", "xml"], "choose one of"),
+        (
+            vec!["run", "--format", "xml"],
+            "[possible values: text, json, jsonl",
+        ),
+        (
+            vec!["report", "x.json", "-f", "xml"],
+            "[possible values: text, json, jsonl",
+        ),
+        (
+            vec!["compare", "a", "b", "-f", "csv"],
+            "[possible values: text, json]",
+        ),
+        (vec!["run", "--nodelay", "maybe"], "--nodelay"),
+        (
+            vec!["run", "--pmtu", "sometimes"],
+            "[possible values: do, dont, want, probe]",
+        ),
+        (vec!["run", "--tos", "1,2,3"], "CLIENT,SERVER"),
+        (vec!["run", "--dscp", "64"], "0..63"),
+        (vec!["run", "--offset", "4096"], "page size"),
+        (vec!["run", "--sndbuf", "lots"], "--sndbuf"),
         (
             vec!["run", "-t", "udp", "-p", "stream", "--sizes", "8"],
             "at least 20",
@@ -36,6 +63,33 @@ fn usage_errors_exit_2_and_say_the_fix() {
             stderr(&o)
         );
     }
+}
+
+/// `--help` lists every closed set's values, and the aliases the core accepts still parse.
+#[test]
+fn help_lists_the_choices() {
+    let o = run(&["run", "--help"]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout).replace(char::is_whitespace, "");
+    for needle in [
+        "[possiblevalues:tcp,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm]",
+        "[possiblevalues:pingpong,stream,crr]",
+        "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring]",
+        "[possiblevalues:text,json,jsonl,csv,npout]",
+        "[possiblevalues:do,dont,want,probe]",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}");
+    }
+    // Aliases stay accepted: a usage error other than the value's would exit 2 too, so
+    // check that only the deliberately bad --sizes is complained about.
+    let o = run(&[
+        "run", "-t", "unix", "-p", "rr", "--api", "io_uring", "--sizes", "8x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stderr(&o).contains("invalid value"), "{}", stderr(&o));
+    // --nodelay takes a value (it is no bare switch).
+    let o = run(&["run", "--nodelay", "off", "--sizes", "8x"]);
+    assert!(stderr(&o).contains("'8x'"), "{}", stderr(&o));
 }
 
 #[test]
@@ -232,6 +286,34 @@ fn ctrl_c_keeps_what_was_measured() {
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(v["status"], "interrupted");
     assert!(v["points"].as_array().unwrap().len() >= 2);
+}
+
+/// A second signal ends the run at once, by a signal rather than exit 130 (SIGINT then
+/// SIGTERM: two distinct signals are both delivered, where a repeated one could merge with
+/// the pending first; which of the two comes second is the kernel's choice).
+#[test]
+fn a_second_signal_ends_the_run_at_once() {
+    let dir = scratch("sigtwice");
+    let out = dir.join("r.json");
+    let client = Command::new(bin())
+        .args(["run", "--no-save", "-q", "-o", out.to_str().unwrap()])
+        .args(["--sizes", "1..400:+1", "--trial-time", "10ms"])
+        .spawn()
+        .unwrap();
+    wait_for_points(&out, 1);
+    // SAFETY: kill() on our own child's pid.
+    unsafe {
+        libc::kill(client.id() as i32, libc::SIGINT);
+        libc::kill(client.id() as i32, libc::SIGTERM);
+    }
+    let o = client.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let sig = o.status.signal();
+    assert!(
+        sig == Some(libc::SIGINT) || sig == Some(libc::SIGTERM),
+        "{:?}",
+        o.status
+    );
 }
 
 #[test]

@@ -242,7 +242,7 @@ fn sweep(
         match m.point(size) {
             Ok(p) => {
                 let slow = spec.stop_after_transfer_ns > 0
-                    && transfer_ns(&p) > spec.stop_after_transfer_ns as f64;
+                    && p.transfer_ns().unwrap_or(0.0) > spec.stop_after_transfer_ns as f64;
                 result.points.push(p);
                 sink.point(result);
                 if slow && i + 1 < sizes.len() {
@@ -257,18 +257,6 @@ fn sweep(
         }
     }
     None
-}
-
-/// Time of one transfer in a point: RTT/2 for pingpong, time per message for stream.
-fn transfer_ns(p: &PointResult) -> f64 {
-    if let Some(l) = &p.latency {
-        return l.half_rtt_ns.mean;
-    }
-    if p.throughput_mbps.mean > 0.0 {
-        p.size as f64 * 8.0 / p.throughput_mbps.mean * 1e3
-    } else {
-        0.0
-    }
 }
 
 /// One timed trial's figures as both sides reported them.

@@ -1,9 +1,9 @@
 //! Facts about the local host recorded in every results file: kernel, CPU, interfaces, sysctls.
 
+use crate::tool;
 use netsweep_proto::messages::{HostInfo, InterfaceInfo};
 use std::collections::BTreeMap;
 use std::fs;
-use std::process::Command;
 
 /// Sysctls that change what a run measures.
 const SYSCTLS: &[&str] = &[
@@ -94,6 +94,8 @@ fn interfaces() -> Vec<InterfaceInfo> {
     names.sort();
     let addrs = ip_addresses();
     let qdiscs = qdiscs();
+    // Once ethtool hangs it is not asked again for the other interfaces.
+    let mut ethtool_hung = false;
     names
         .into_iter()
         .map(|name| InterfaceInfo {
@@ -102,18 +104,14 @@ fn interfaces() -> Vec<InterfaceInfo> {
                 .unwrap_or(0),
             addresses: addrs.get(&name).cloned().unwrap_or_default(),
             qdisc: qdiscs.get(&name).cloned(),
-            offloads: offloads(&name),
+            offloads: offloads(&name, &mut ethtool_hung),
             name,
         })
         .collect()
 }
 
 fn run_json(cmd: &str, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(cmd).args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    serde_json::from_slice(&out.stdout).ok()
+    serde_json::from_str(&tool::query(cmd, args)?).ok()
 }
 
 fn ip_addresses() -> BTreeMap<String, Vec<String>> {
@@ -158,7 +156,7 @@ fn qdiscs() -> BTreeMap<String, String> {
 }
 
 /// The offloads that change what a measurement means, from `ethtool -k`.
-fn offloads(dev: &str) -> BTreeMap<String, bool> {
+fn offloads(dev: &str, hung: &mut bool) -> BTreeMap<String, bool> {
     const KEEP: &[&str] = &[
         "rx-checksumming",
         "tx-checksumming",
@@ -169,10 +167,17 @@ fn offloads(dev: &str) -> BTreeMap<String, bool> {
         "large-receive-offload",
     ];
     let mut m = BTreeMap::new();
-    let Ok(out) = Command::new("ethtool").args(["-k", dev]).output() else {
+    if *hung {
         return m;
+    }
+    let out = match tool::output("ethtool", &["-k", dev], None, tool::QUERY_TIMEOUT) {
+        Ok(out) => out,
+        Err(e) => {
+            *hung = matches!(e, tool::ToolError::Timeout { .. });
+            return m;
+        }
     };
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in out.stdout.lines() {
         if let Some((k, v)) = line.trim().split_once(':') {
             if KEEP.contains(&k) {
                 m.insert(k.to_string(), v.trim().starts_with("on"));

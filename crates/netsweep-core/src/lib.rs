@@ -15,3 +15,4 @@ pub mod server;
 pub mod sizes;
 pub mod spec;
 pub mod stats;
+pub mod tool;

@@ -347,6 +347,22 @@ pub struct PointResult {
     pub notes: Vec<String>,
 }
 
+impl PointResult {
+    /// NetPIPE's time per transfer, nanoseconds: RTT/2 for pingpong; for stream the time one
+    /// message takes at the measured rate (size ÷ throughput), and for crr likewise, which
+    /// is half a transaction (its throughput counts the request bytes per half transaction,
+    /// as pingpong's does per half round trip). `None` when the point measured no rate.
+    pub fn transfer_ns(&self) -> Option<f64> {
+        match &self.latency {
+            Some(l) => Some(l.half_rtt_ns.mean),
+            None if self.throughput_mbps.mean > 0.0 => {
+                Some(self.size as f64 * 8.0 / (self.throughput_mbps.mean * 1e6) * 1e9)
+            }
+            None => None,
+        }
+    }
+}
+
 /// The closing summary of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -420,6 +436,23 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = include_str!("../../../tests/data/udp-stream.json");
+
+    /// Time per transfer: RTT/2 when there is latency, size ÷ rate otherwise, none without
+    /// a rate.
+    #[test]
+    fn transfer_time_of_each_kind_of_point() {
+        let mut p = load(SAMPLE).unwrap().points[0].clone();
+        assert!(p.latency.is_none(), "the sample is a stream run");
+        (p.size, p.throughput_mbps.mean) = (1000, 8.0);
+        // 8000 bits at 8 Mbit/s: 1 ms.
+        assert!((p.transfer_ns().unwrap() - 1e6).abs() < 1e-6);
+        p.throughput_mbps.mean = 0.0;
+        assert_eq!(p.transfer_ns(), None);
+        let mut l = Latency::default();
+        l.half_rtt_ns.mean = 1234.5;
+        p.latency = Some(l);
+        assert_eq!(p.transfer_ns(), Some(1234.5));
+    }
 
     #[test]
     fn loads_the_archived_sample_and_refuses_others() {

@@ -50,9 +50,10 @@ pub use names::generate_run_id;
 pub use preflight::preflight;
 pub use rate::Rate;
 pub use runner::{
-    run_scenario, run_scenario_with, Progress, RunOptions, RunOutcome, RunStatus, ScenarioOutcome,
+    run_scenario, run_scenario_with, Progress, RunOptions, ScenarioOutcome, ScenarioRunOutcome,
+    ScenarioRunStatus,
 };
-pub use scenario::{Compare, RunSpec, Scenario};
+pub use scenario::{Compare, Scenario, ScenarioRun};
 pub use topology::Topology;
 
 /// Every lab recorded in a state file (labs that are up, or were left by a crash), with the

@@ -8,7 +8,7 @@ use crate::error::{LabError, Result};
 use crate::lab::Lab;
 use crate::layout::Layout;
 use crate::names;
-use crate::scenario::{Compare, RunSpec, Scenario};
+use crate::scenario::{Compare, Scenario, ScenarioRun};
 use crate::signals;
 use serde::Serialize;
 use std::fs::File;
@@ -56,7 +56,7 @@ impl RunOptions {
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum RunStatus {
+pub enum ScenarioRunStatus {
     /// The client exited 0.
     Ok,
     /// The client exited non-zero.
@@ -75,7 +75,7 @@ pub enum RunStatus {
 
 /// What one run did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunOutcome {
+pub struct ScenarioRunOutcome {
     /// Run name.
     pub name: String,
     /// Client host.
@@ -97,7 +97,7 @@ pub struct RunOutcome {
     /// Server log, relative to the output directory.
     pub server_log: String,
     /// How it ended.
-    pub status: RunStatus,
+    pub status: ScenarioRunStatus,
     /// The client's exit code, when it exited.
     pub exit_code: Option<i32>,
     /// Wall time of the client, in seconds.
@@ -128,7 +128,7 @@ pub struct ScenarioOutcome {
     /// The lab description, relative to the output directory.
     pub lab: String,
     /// Every run, in order.
-    pub runs: Vec<RunOutcome>,
+    pub runs: Vec<ScenarioRunOutcome>,
     /// The comparisons the scenario asks for.
     pub compare: Vec<Compare>,
     /// SIGINT/SIGTERM stopped the scenario.
@@ -145,7 +145,7 @@ impl ScenarioOutcome {
     pub fn all_ok(&self) -> bool {
         !self.interrupted
             && self.teardown_errors.is_empty()
-            && self.runs.iter().all(|r| r.status == RunStatus::Ok)
+            && self.runs.iter().all(|r| r.status == ScenarioRunStatus::Ok)
     }
 
     /// 0 when all ran, 130 when interrupted, else 1.
@@ -182,7 +182,7 @@ pub enum Progress<'a> {
         /// Number of runs.
         total: usize,
         /// The run.
-        run: &'a RunSpec,
+        run: &'a ScenarioRun,
         /// `ADDR:PORT`.
         target: &'a str,
         /// Client command line.
@@ -195,7 +195,7 @@ pub enum Progress<'a> {
         /// Number of runs.
         total: usize,
         /// What happened.
-        outcome: &'a RunOutcome,
+        outcome: &'a ScenarioRunOutcome,
     },
     /// The lab was torn down.
     LabDown,
@@ -300,7 +300,10 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
                 },
             )
         };
-        if matches!(result.status, RunStatus::Interrupted | RunStatus::Skipped) {
+        if matches!(
+            result.status,
+            ScenarioRunStatus::Interrupted | ScenarioRunStatus::Skipped
+        ) {
             outcome.interrupted = true;
         }
         outcome.runs.push(result);
@@ -325,8 +328,8 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
     Ok(outcome)
 }
 
-fn skipped(run: &RunSpec) -> RunOutcome {
-    RunOutcome {
+fn skipped(run: &ScenarioRun) -> ScenarioRunOutcome {
+    ScenarioRunOutcome {
         name: run.name.clone(),
         client: run.client.clone(),
         server: run.server.clone(),
@@ -337,14 +340,14 @@ fn skipped(run: &RunSpec) -> RunOutcome {
         results_written: false,
         log: format!("{}.log", run.name),
         server_log: format!("{}.server.log", run.name),
-        status: RunStatus::Skipped,
+        status: ScenarioRunStatus::Skipped,
         exit_code: None,
         duration_secs: 0.0,
         message: Some("not started: the scenario was interrupted".into()),
     }
 }
 
-fn target(lab: &Lab, run: &RunSpec) -> Result<(IpAddr, String)> {
+fn target(lab: &Lab, run: &ScenarioRun) -> Result<(IpAddr, String)> {
     let addr = match &run.via {
         Some(via) => lab.address(&run.server, via)?,
         None => lab.address_for(&run.client, &run.server)?,
@@ -364,16 +367,16 @@ fn log_file(path: &Path) -> Result<(Stdio, Stdio)> {
 #[allow(clippy::too_many_arguments)]
 fn one_run(
     lab: &Lab,
-    run: &RunSpec,
+    run: &ScenarioRun,
     exe: &Path,
     out_dir: &Path,
     lab_meta: &Path,
     opts: &RunOptions,
     starting: &mut dyn FnMut(&str, &[String]),
-) -> RunOutcome {
+) -> ScenarioRunOutcome {
     let mut out = skipped(run);
     out.message = None;
-    out.status = RunStatus::Error;
+    out.status = ScenarioRunStatus::Error;
     let (addr, tgt) = match target(lab, run) {
         Ok(t) => t,
         Err(e) => {
@@ -423,13 +426,13 @@ fn one_run(
         Ready::Yes => {}
         Ready::Interrupted => {
             stop(&mut server);
-            out.status = RunStatus::Interrupted;
+            out.status = ScenarioRunStatus::Interrupted;
             out.message = Some("interrupted while the server was starting".into());
             return out;
         }
         Ready::No(why) => {
             stop(&mut server);
-            out.status = RunStatus::ServerFailed;
+            out.status = ScenarioRunStatus::ServerFailed;
             out.message = Some(format!("{why}; see {}", out.server_log));
             return out;
         }
@@ -457,9 +460,9 @@ fn one_run(
             Ok(Some(st)) => {
                 out.exit_code = st.code();
                 if st.success() {
-                    out.status = RunStatus::Ok;
+                    out.status = ScenarioRunStatus::Ok;
                 } else {
-                    out.status = RunStatus::Failed;
+                    out.status = ScenarioRunStatus::Failed;
                     out.message = Some(match st.code() {
                         Some(c) => format!("netsweep run exited with {c}; see {}", out.log),
                         None => format!("netsweep run was killed by a signal; see {}", out.log),
@@ -476,13 +479,13 @@ fn one_run(
         }
         if signals::interrupted() {
             stop(&mut client);
-            out.status = RunStatus::Interrupted;
+            out.status = ScenarioRunStatus::Interrupted;
             out.message = Some("interrupted".into());
             break;
         }
         if Instant::now() >= deadline {
             stop(&mut client);
-            out.status = RunStatus::TimedOut;
+            out.status = ScenarioRunStatus::TimedOut;
             out.message = Some(format!(
                 "netsweep run took longer than {} s and was stopped; raise `timeout` in the run",
                 run.timeout_secs
@@ -601,7 +604,7 @@ mod tests {
             out_dir: PathBuf::from("/tmp"),
         };
         assert_eq!(o.exit_code(), 0);
-        let mut r = skipped(&RunSpec {
+        let mut r = skipped(&ScenarioRun {
             name: "a".into(),
             client: "c".into(),
             server: "s".into(),
@@ -611,7 +614,7 @@ mod tests {
             port: 7200,
             timeout_secs: 1,
         });
-        r.status = RunStatus::Failed;
+        r.status = ScenarioRunStatus::Failed;
         o.runs.push(r);
         assert_eq!(o.exit_code(), 1);
         o.interrupted = true;

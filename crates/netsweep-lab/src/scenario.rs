@@ -34,14 +34,14 @@ pub struct Scenario {
     /// The lab to build.
     pub topology: Topology,
     /// The runs, in order.
-    pub runs: Vec<RunSpec>,
+    pub runs: Vec<ScenarioRun>,
     /// Comparisons between runs.
     pub compare: Vec<Compare>,
 }
 
 /// One `[[run]]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RunSpec {
+pub struct ScenarioRun {
     /// Name; the results file is `<name>.json`.
     pub name: String,
     /// Host that runs `netsweep run`.
@@ -145,7 +145,7 @@ impl Scenario {
     }
 
     /// The run called `name`.
-    pub fn run(&self, name: &str) -> Option<&RunSpec> {
+    pub fn run(&self, name: &str) -> Option<&ScenarioRun> {
         self.runs.iter().find(|r| r.name == name)
     }
 }
@@ -319,7 +319,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             Some(t) => *t.get_ref(),
             None => DEFAULT_TIMEOUT_SECS,
         };
-        runs.push(RunSpec {
+        runs.push(ScenarioRun {
             name: name.clone(),
             client,
             server,

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use netsweep_lab::testing::run_id;
-use netsweep_lab::{signals, Progress, RunOptions, RunStatus, Scenario};
+use netsweep_lab::{signals, Progress, RunOptions, Scenario, ScenarioRunStatus};
 use std::time::{Duration, Instant};
 
 const SCENARIO: &str = r#"
@@ -102,16 +102,16 @@ fn scenario_runs_every_run_and_tears_down() {
     .unwrap();
     assert_eq!(events.first().map(String::as_str), Some("up"));
     assert_eq!(events.last().map(String::as_str), Some("down"));
-    let status: Vec<(String, RunStatus)> =
+    let status: Vec<(String, ScenarioRunStatus)> =
         o.runs.iter().map(|r| (r.name.clone(), r.status)).collect();
     assert_eq!(
         status,
         [
-            ("direct".into(), RunStatus::Ok),
-            ("routed".into(), RunStatus::Ok),
-            ("tunnel".into(), RunStatus::Ok),
-            ("fails".into(), RunStatus::Failed),
-            ("slow".into(), RunStatus::TimedOut),
+            ("direct".into(), ScenarioRunStatus::Ok),
+            ("routed".into(), ScenarioRunStatus::Ok),
+            ("tunnel".into(), ScenarioRunStatus::Ok),
+            ("fails".into(), ScenarioRunStatus::Failed),
+            ("slow".into(), ScenarioRunStatus::TimedOut),
         ]
     );
     assert_eq!(o.exit_code(), 1);
@@ -200,8 +200,8 @@ fn an_interrupted_scenario_stops_its_children_and_tears_down() {
     );
     assert!(o.interrupted);
     assert_eq!(o.exit_code(), 130);
-    assert_eq!(o.runs[0].status, RunStatus::Interrupted);
-    assert_eq!(o.runs[1].status, RunStatus::Skipped);
+    assert_eq!(o.runs[0].status, ScenarioRunStatus::Interrupted);
+    assert_eq!(o.runs[1].status, ScenarioRunStatus::Skipped);
     assert!(
         namespaces_of(&id).is_empty(),
         "left {:?}",

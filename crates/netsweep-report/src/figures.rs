@@ -169,17 +169,6 @@ fn latency(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
     (!c.series.is_empty()).then(|| fit(c, true))
 }
 
-/// Time one transfer takes, ns: RTT/2 for pingpong, size ÷ rate for stream.
-fn transfer_ns(p: &PointResult) -> f64 {
-    match &p.latency {
-        Some(l) => l.half_rtt_ns.mean,
-        None if p.throughput_mbps.mean > 0.0 => {
-            p.size as f64 * 8.0 / (p.throughput_mbps.mean * 1e6) * 1e9
-        }
-        None => f64::NAN,
-    }
-}
-
 fn signature(runs: &[Named<'_>], labels: &[String]) -> Chart {
     let mut c = chart(
         "signature",
@@ -200,7 +189,7 @@ fn signature(runs: &[Named<'_>], labels: &[String]) -> Chart {
                 .run
                 .points
                 .iter()
-                .map(|p| (transfer_ns(p), p.throughput_mbps.mean))
+                .filter_map(|p| Some((p.transfer_ns()?, p.throughput_mbps.mean)))
                 .filter(|(t, _)| t.is_finite())
                 .collect(),
             ..Default::default()

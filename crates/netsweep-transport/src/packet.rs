@@ -26,6 +26,7 @@ use crate::mmsg::Mmsg;
 use crate::{cookie, knobs, sys};
 use netsweep_core::endpoint::{DataListener, Endpoint};
 use netsweep_core::spec::{Transport, PACKET_HEADER};
+use netsweep_core::tool;
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
 use std::io;
 use std::net::IpAddr;
@@ -189,18 +190,12 @@ impl Link {
 /// holds the source address the kernel picks for it.
 pub fn route_interface(ip: IpAddr) -> io::Result<String> {
     let fix = "name it with --interface";
-    if let Ok(out) = std::process::Command::new("ip")
-        .args(["-o", "route", "get", &ip.to_string()])
-        .output()
-    {
-        if out.status.success() {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut words = text.split_whitespace();
-            while let Some(w) = words.next() {
-                if w == "dev" {
-                    if let Some(d) = words.next() {
-                        return Ok(d.to_string());
-                    }
+    if let Some(text) = tool::query("ip", &["-o", "route", "get", &ip.to_string()]) {
+        let mut words = text.split_whitespace();
+        while let Some(w) = words.next() {
+            if w == "dev" {
+                if let Some(d) = words.next() {
+                    return Ok(d.to_string());
                 }
             }
         }

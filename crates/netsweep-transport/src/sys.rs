@@ -1,21 +1,16 @@
-//! Thin, checked wrappers over the Linux system calls and constants the transports need
-//! that `libc`/`socket2` do not cover (or name differently across versions).
+//! Thin, checked wrappers over the Linux system calls the transports need that `libc`/`socket2`
+//! do not wrap, and the few constants `libc` does not export.
 
 use std::io;
 use std::os::fd::RawFd;
 
-/// SO_ZEROCOPY (asm-generic/socket.h).
-pub const SO_ZEROCOPY: libc::c_int = 60;
-/// SO_NO_CHECK (asm-generic/socket.h).
-pub const SO_NO_CHECK: libc::c_int = 11;
-/// SO_BUSY_POLL (asm-generic/socket.h).
-pub const SO_BUSY_POLL: libc::c_int = 46;
-/// SO_ATTACH_FILTER (asm-generic/socket.h).
-pub const SO_ATTACH_FILTER: libc::c_int = 26;
-/// SOL_PACKET (linux/socket.h).
-pub const SOL_PACKET: libc::c_int = 263;
-/// PACKET_IGNORE_OUTGOING (linux/if_packet.h, Linux 4.20).
-pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// The socket options the transports set, as `libc` exports them (re-exported so callers
+/// keep naming them `sys::…`).
+pub use libc::{
+    PACKET_IGNORE_OUTGOING, SOL_PACKET, SO_ATTACH_FILTER, SO_BUSY_POLL, SO_NO_CHECK, SO_ZEROCOPY,
+};
+
+// Declared here because libc 0.2 lacks them:
 /// SO_EE_ORIGIN_ZEROCOPY (linux/errqueue.h).
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 /// SO_EE_CODE_ZEROCOPY_COPIED (linux/errqueue.h).
@@ -89,14 +84,7 @@ pub fn get_bytes(
     Ok(len as usize)
 }
 
-/// `struct ifreq` with the union as raw bytes (40 bytes on 64-bit Linux).
-#[repr(C, align(8))]
-struct Ifreq {
-    name: [u8; libc::IFNAMSIZ],
-    data: [u8; 24],
-}
-
-fn ifreq(name: &str) -> io::Result<Ifreq> {
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     let b = name.as_bytes();
     if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.contains(&0) {
         return Err(io::Error::new(
@@ -104,21 +92,22 @@ fn ifreq(name: &str) -> io::Result<Ifreq> {
             format!("{name:?} is not a valid interface name"),
         ));
     }
-    let mut r = Ifreq {
-        name: [0; libc::IFNAMSIZ],
-        data: [0; 24],
-    };
-    r.name[..b.len()].copy_from_slice(b);
+    // SAFETY: ifreq is plain data (a name and a union of integers, addresses and a pointer
+    // never dereferenced here) for which all-zero bytes are valid.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
     Ok(r)
 }
 
-fn ioctl_ifreq(name: &str, req: libc::c_ulong) -> io::Result<Ifreq> {
+fn ioctl_ifreq(name: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
     let mut r = ifreq(name)?;
     // A throwaway socket in the calling thread's network namespace.
     // SAFETY: plain socket(2) call.
     let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: `r` is a properly sized ifreq the kernel fills in.
-    let rc = unsafe { libc::ioctl(fd, req as _, &mut r as *mut Ifreq) };
+    let rc = unsafe { libc::ioctl(fd, req as _, &mut r as *mut libc::ifreq) };
     let err = io::Error::last_os_error();
     // SAFETY: closing the fd we opened above.
     unsafe { libc::close(fd) };
@@ -136,23 +125,28 @@ fn ioctl_ifreq(name: &str, req: libc::c_ulong) -> io::Result<Ifreq> {
 
 /// The MTU of an interface (SIOCGIFMTU).
 pub fn if_mtu(name: &str) -> io::Result<u32> {
-    let r = ioctl_ifreq(name, 0x8921)?;
-    Ok(i32::from_ne_bytes([r.data[0], r.data[1], r.data[2], r.data[3]]).max(0) as u32)
+    let r = ioctl_ifreq(name, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU filled in the union's ifru_mtu.
+    let mtu = unsafe { r.ifr_ifru.ifru_mtu };
+    Ok(mtu.max(0) as u32)
 }
 
 /// The hardware (MAC) address of an Ethernet-like interface (SIOCGIFHWADDR).
 pub fn if_mac(name: &str) -> io::Result<[u8; 6]> {
-    let r = ioctl_ifreq(name, 0x8927)?;
-    let family = u16::from_ne_bytes([r.data[0], r.data[1]]);
-    // ARPHRD_ETHER = 1, ARPHRD_LOOPBACK = 772.
-    if family != 1 && family != 772 {
+    let r = ioctl_ifreq(name, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR filled in the union's ifru_hwaddr.
+    let hw = unsafe { r.ifr_ifru.ifru_hwaddr };
+    let family = hw.sa_family;
+    if family != libc::ARPHRD_ETHER && family != libc::ARPHRD_LOOPBACK {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!("interface {name} is not Ethernet (ARPHRD {family}): the packet transport sends Ethernet frames"),
         ));
     }
     let mut mac = [0u8; 6];
-    mac.copy_from_slice(&r.data[2..8]);
+    for (m, b) in mac.iter_mut().zip(hw.sa_data) {
+        *m = b as u8;
+    }
     Ok(mac)
 }
 
@@ -160,7 +154,7 @@ pub fn if_mac(name: &str) -> io::Result<[u8; 6]> {
 pub fn if_index(name: &str) -> io::Result<u32> {
     let r = ifreq(name)?;
     // SAFETY: `r.name` is NUL-terminated.
-    let i = unsafe { libc::if_nametoindex(r.name.as_ptr().cast()) };
+    let i = unsafe { libc::if_nametoindex(r.ifr_name.as_ptr()) };
     if i == 0 {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
@@ -257,6 +251,32 @@ mod tests {
         assert_eq!(parse_mac(&mac_string(&m)), Some(m));
         assert_eq!(parse_mac("1:2:3"), None);
         assert_eq!(parse_mac("1:2:3:4:5:6:7"), None);
+    }
+
+    /// MTU, MAC and index of every interface here agree with sysfs (an independent source).
+    #[test]
+    fn interface_facts_match_sysfs() {
+        let read = |n: &str, f: &str| {
+            std::fs::read_to_string(format!("/sys/class/net/{n}/{f}"))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        for e in std::fs::read_dir("/sys/class/net").unwrap() {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert_eq!(if_mtu(&n).unwrap().to_string(), read(&n, "mtu"), "{n}");
+            assert_eq!(
+                if_index(&n).unwrap().to_string(),
+                read(&n, "ifindex"),
+                "{n}"
+            );
+            let ty: u16 = read(&n, "type").parse().unwrap();
+            if ty == libc::ARPHRD_ETHER || ty == libc::ARPHRD_LOOPBACK {
+                assert_eq!(mac_string(&if_mac(&n).unwrap()), read(&n, "address"), "{n}");
+            } else {
+                assert!(if_mac(&n).is_err(), "{n}");
+            }
+        }
     }
 
     #[test]
