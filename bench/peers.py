@@ -461,8 +461,10 @@ def sweep(ns, book, runs, quick):
             pts = d["points"]
             book("d", "netsweep", "wall").add(wall)
             book("d", "netsweep", "points").add(len(pts))
+            # A point of one trial has no interval (null): it counts as missing the target.
+            achieved = [p["precision_achieved"] for p in pts]
             book("d", "netsweep", "prec").add(
-                100 * statistics.median(p["precision_achieved"] for p in pts))
+                100 * statistics.median(a if a is not None else float("inf") for a in achieved))
             book("d", "netsweep", "met").add(100 * sum(p["precision_met"] for p in pts) / len(pts))
             ns_curves.append({p["size"]: p["throughput_mbps"]["mean"] for p in pts})
 
