@@ -200,6 +200,30 @@ pub fn udp_snmp(ns: &str) -> Result<BTreeMap<String, u64>> {
         .ok_or_else(|| LabError::Usage(format!("no Udp: lines in /proc/net/snmp of {ns}")))
 }
 
+/// Frames the kernel dropped at packet sockets in namespace `ns` (a full receive buffer): the
+/// sum of `d` (sk_drops) in `ss -0 -a -m` skmem — AF_PACKET's own overflow, which no
+/// /proc/net/snmp counter holds. Read it while the receiving socket is still open.
+pub fn packet_socket_drops(ns: &str) -> Result<u64> {
+    let args = ["netns", "exec", ns, "ss", "-0", "-a", "-m", "-n"].map(String::from);
+    let text = cmd::run(
+        &format!("listing packet sockets in {ns}"),
+        "ip",
+        &args,
+        None,
+    )?;
+    Ok(text
+        .split("skmem:(")
+        .skip(1)
+        .filter_map(|s| {
+            s.split(')')
+                .next()?
+                .split(',')
+                .find_map(|f| f.strip_prefix('d'))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum())
+}
+
 /// The `proto` section (e.g. "Udp:") of /proc/net/snmp: a header line of names, then values.
 pub fn parse_snmp(text: &str, proto: &str) -> Option<BTreeMap<String, u64>> {
     let mut lines = text.lines().filter(|l| l.starts_with(proto));
