@@ -12,8 +12,9 @@ pub struct ThreadCpu {
 impl ThreadCpu {
     /// Reads the calling thread's CPU times.
     pub fn now() -> Self {
-        // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_THREAD is valid on Linux.
+        // SAFETY: rusage is plain data, valid when zeroed.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage writes into the struct we own; RUSAGE_THREAD is valid on Linux.
         let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
         if rc != 0 {
             return Self::default();

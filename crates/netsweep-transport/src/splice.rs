@@ -34,10 +34,10 @@ fn sink() -> io::Result<Sink> {
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // SAFETY: fcntl on our own pipe.
     let cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE as libc::c_int) };
-    // SAFETY: fcntl on our own pipe.
     let cap = if cap > 0 {
         cap
     } else {
+        // SAFETY: fcntl on our own pipe.
         unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) }
     };
     let null = std::fs::OpenOptions::new()
