@@ -5,9 +5,8 @@ use super::*;
 
 const CAP: u64 = MIN_CAPACITY;
 
-/// A connected (server, client) pair with a third mapping of the same file, through which
-/// a test plays a misbehaving peer. Ring 0 carries client → server.
-fn pair() -> (Box<dyn Endpoint>, Box<dyn Endpoint>, Mapping) {
+/// A listener of a `CAP`-byte ring, its file's path, and a third mapping of that file.
+fn listener_with_spy() -> (ShmListener, std::path::PathBuf, Mapping) {
     let setup = SessionSetup {
         transport: "shm".into(),
         server_knobs: Knobs {
@@ -17,11 +16,18 @@ fn pair() -> (Box<dyn Endpoint>, Box<dyn Endpoint>, Mapping) {
         timeout_ns: 5_000_000_000,
         ..Default::default()
     };
-    let mut listener = ShmListener::open(&setup).unwrap();
+    let listener = ShmListener::open(&setup).unwrap();
     let path = listener.path.clone();
     let fd = open_file(&path, false).unwrap();
     let spy = Mapping::map(fd, HEADER + 2 * CAP as usize).unwrap();
     close(fd);
+    (listener, path, spy)
+}
+
+/// A connected (server, client) pair with a third mapping of the same file, through which
+/// a test plays a misbehaving peer. Ring 0 carries client → server.
+fn pair() -> (Box<dyn Endpoint>, Box<dyn Endpoint>, Mapping) {
+    let (mut listener, path, spy) = listener_with_spy();
     let client =
         std::thread::spawn(move || connect(&path, &Knobs::default(), 42, Duration::from_secs(5)));
     let mut server = listener.accept(42, Duration::from_secs(5)).unwrap();
@@ -114,20 +120,7 @@ fn a_consumer_position_moved_while_the_producer_sleeps_is_checked() {
 
 #[test]
 fn a_corrupt_ring_at_bind_time_is_an_error() {
-    let setup = SessionSetup {
-        transport: "shm".into(),
-        server_knobs: Knobs {
-            sndbuf: Some(CAP),
-            ..Default::default()
-        },
-        timeout_ns: 5_000_000_000,
-        ..Default::default()
-    };
-    let mut listener = ShmListener::open(&setup).unwrap();
-    let path = listener.path.clone();
-    let fd = open_file(&path, false).unwrap();
-    let spy = Mapping::map(fd, HEADER + 2 * CAP as usize).unwrap();
-    close(fd);
+    let (mut listener, path, spy) = listener_with_spy();
     // Ring 1 (server → client) says the client consumed bytes nobody produced.
     spy.header().rings[1].head.pos.store(9, Ordering::SeqCst);
     let client =
