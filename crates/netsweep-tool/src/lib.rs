@@ -2,6 +2,8 @@
 //! directories, output captured, every run bounded by a timeout so a hung tool can never
 //! hang a session. The lab's runner (`netsweep_lab::cmd`) adds its errors and fixes on top.
 
+#![warn(missing_docs)]
+
 use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -55,7 +57,12 @@ pub enum ToolError {
     /// Waiting for it failed.
     Wait(std::io::Error),
     /// It was still running at the timeout and was killed; what it wrote to stderr so far.
-    Timeout { after: Duration, stderr: String },
+    Timeout {
+        /// The timeout it was given.
+        after: Duration,
+        /// Its standard error up to the kill.
+        stderr: String,
+    },
 }
 
 impl std::fmt::Display for ToolError {
@@ -119,12 +126,24 @@ pub fn output<S: AsRef<OsStr>>(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(ToolError::Start)?;
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        let _ = pipe.write_all(text.as_bytes());
-    }
     let out = spawn_reader(child.stdout.take());
     let err = spawn_reader(child.stderr.take());
+    // Fed from its own thread, so neither a tool that never reads its input nor one that
+    // fills its output pipe before reading can block us past the timeout: when the tool is
+    // killed the pipe breaks and the writer ends.
+    let feed = match (stdin, child.stdin.take()) {
+        (Some(text), Some(mut pipe)) => {
+            let text = text.to_owned();
+            Some(std::thread::spawn(move || {
+                let _ = pipe.write_all(text.as_bytes());
+            }))
+        }
+        _ => None,
+    };
     let status = wait_timeout(&mut child, timeout).map_err(ToolError::Wait)?;
+    if let Some(feed) = feed {
+        let _ = feed.join();
+    }
     // The tool has exited or been killed: its pipes are closed unless a process it spawned
     // inherited them (none of the tools run here do).
     let stdout = out.join().unwrap_or_default();
@@ -208,5 +227,47 @@ mod tests {
             ToolError::Timeout { stderr, .. } => assert_eq!(stderr, "partial\n"),
             other => panic!("expected a timeout, got {other}"),
         }
+    }
+
+    /// A tool that never reads its input, given more than a pipe holds, is still killed at
+    /// the timeout (the input used to be written in full before the timeout started).
+    #[test]
+    fn a_tool_that_ignores_a_large_stdin_is_killed_at_the_timeout() {
+        let input = "x".repeat(4 << 20);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let r = output(
+                "sh",
+                &["-c", "echo waiting >&2; exec sleep 30"],
+                Some(&input),
+                Duration::from_millis(200),
+            );
+            let _ = tx.send(r);
+        });
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Err(ToolError::Timeout { stderr, .. })) => assert_eq!(stderr, "waiting\n"),
+            Ok(other) => panic!("expected a timeout, got {:?}", other.map(|o| o.status)),
+            Err(_) => panic!("output() hung on a tool that does not read its stdin"),
+        }
+    }
+
+    /// A tool that writes more than a pipe holds before reading its input completes.
+    #[test]
+    fn a_tool_that_writes_before_reading_completes() {
+        let input = "y".repeat(1 << 20);
+        let o = output(
+            "sh",
+            &["-c", "head -c 1048576 /dev/zero; wc -c"],
+            Some(&input),
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        assert!(o.status.success());
+        assert_eq!(o.stdout.len(), (1 << 20) + "1048576\n".len());
+        assert!(
+            o.stdout.ends_with("1048576\n"),
+            "{:?}",
+            &o.stdout[o.stdout.len() - 20..]
+        );
     }
 }

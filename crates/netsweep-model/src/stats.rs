@@ -120,7 +120,7 @@ impl Default for LatencyHistogram {
 /// Summary of a latency distribution. Latencies are f64 nanoseconds; `count` is a plain number.
 ///
 /// `stddev` is the population standard deviation. Every field is 0 when `count` is 0.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of values.
     pub count: u64,
@@ -275,7 +275,7 @@ pub fn student_t_975(df: u64) -> f64 {
 }
 
 /// A 95% confidence interval of a mean: `mean ± half_width`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfidenceInterval {
     /// Sample mean.
     pub mean: f64,
@@ -283,6 +283,7 @@ pub struct ConfidenceInterval {
     pub half_width: f64,
     /// `half_width / |mean|`; infinity when the mean is 0 (stored as null in JSON).
     #[serde(deserialize_with = "null_as_infinity")]
+    #[schemars(with = "Option<f64>")]
     pub relative: f64,
     /// Number of samples.
     pub n: u64,
@@ -357,7 +358,7 @@ impl From<&Summary> for SampleStats {
 }
 
 /// Result of Welch's unequal-variance t-test.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WelchResult {
     /// t statistic, (mean a - mean b) / standard error.
     pub t: f64,

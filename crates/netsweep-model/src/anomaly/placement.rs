@@ -8,7 +8,8 @@
 //! So placement never excuses a drop on such a path, and on loopback it excuses a drop only
 //! when the drop is within the measured same-CPU vs split-CPU factor.
 
-use super::{PlacementClass, Prepared};
+use super::series::Prepared;
+use super::PlacementClass;
 use crate::results::RunResult;
 use crate::spec::Transport;
 use std::net::{IpAddr, SocketAddr};

@@ -72,7 +72,7 @@ pub enum SizeError {
 ///
 /// The sizes keep the order given; repeats are dropped, keeping the first. Zero is allowed.
 /// Serialises as its text.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 pub struct SizeSpec {
     text: String,
@@ -274,7 +274,7 @@ fn parse_size(token: &str) -> Result<u64, SizeError> {
 /// repeats. Empty when `start > ceiling` or `ceiling` is 0.
 ///
 /// ```
-/// use netsweep_core::sizes::netpipe_schedule;
+/// use netsweep_model::sizes::netpipe_schedule;
 /// assert_eq!(
 ///     netpipe_schedule(1, 64, 3),
 ///     [1, 2, 3, 4, 6, 8, 12, 13, 16, 19, 21, 24, 27, 29, 32, 35, 45, 48, 51, 61, 64]

@@ -4,13 +4,29 @@ use netsweep_proto::messages::{Knobs, SessionSetup};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The member of `all` called `s`, by its name or one of its aliases (as `names` gives them).
+fn by_name<T: Copy>(
+    all: &[T],
+    s: &str,
+    names: impl Fn(T) -> (&'static str, &'static [&'static str]),
+) -> Option<T> {
+    all.iter().copied().find(|&x| {
+        let (name, aliases) = names(x);
+        name == s || aliases.contains(&s)
+    })
+}
+
 /// The protocol stack under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
+    /// TCP over IPv4 or IPv6.
     Tcp,
+    /// UDP over IPv4 or IPv6.
     Udp,
+    /// Unix SOCK_STREAM: a byte stream between two processes on one host.
     UnixStream,
+    /// Unix SOCK_DGRAM: datagrams between two socket files on one host.
     UnixDgram,
     /// Unix SOCK_SEQPACKET: message boundaries kept, reliable and ordered (never loses).
     UnixSeqpacket,
@@ -23,15 +39,15 @@ pub enum Transport {
     /// Two endpoints on one host copying through a shared-memory ring (no kernel on the data
     /// path): the in-host memcpy ceiling, NetPIPE's memcpy module. A byte stream.
     Shm,
+    /// MPI point-to-point messages between ranks 0 and 1 of `mpirun -np 2` (Open MPI through
+    /// the `mpi` crate, in a build with `--features mpi`): what a message-passing layer costs,
+    /// NetPIPE's MPI module. Reliable, ordered, message boundaries kept.
+    Mpi,
 }
-
-/// Bytes of the netsweep header inside every `packet` frame (session tag, direction, payload
-/// length): the largest `packet` payload is the interface MTU minus this.
-pub const PACKET_HEADER: u64 = 8;
 
 impl Transport {
     /// Every transport this build knows, in listing order.
-    pub const ALL: [Transport; 9] = [
+    pub const ALL: [Transport; 10] = [
         Transport::Tcp,
         Transport::Udp,
         Transport::UnixStream,
@@ -41,6 +57,7 @@ impl Transport {
         Transport::Mptcp,
         Transport::Udplite,
         Transport::Shm,
+        Transport::Mpi,
     ];
 
     /// The name used on the command line, on the wire and in results.
@@ -55,28 +72,31 @@ impl Transport {
             Transport::Mptcp => "mptcp",
             Transport::Udplite => "udplite",
             Transport::Shm => "shm",
+            Transport::Mpi => "mpi",
         }
     }
 
-    /// Parses a name; `unix` is short for `unix-stream`, `seqpacket` for `unix-seqpacket`.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "tcp" => Some(Transport::Tcp),
-            "udp" => Some(Transport::Udp),
-            "unix" | "unix-stream" => Some(Transport::UnixStream),
-            "unix-dgram" => Some(Transport::UnixDgram),
-            "unix-seqpacket" | "seqpacket" => Some(Transport::UnixSeqpacket),
-            "packet" => Some(Transport::Packet),
-            "mptcp" => Some(Transport::Mptcp),
-            "udplite" | "udp-lite" => Some(Transport::Udplite),
-            "shm" | "memcpy" => Some(Transport::Shm),
-            _ => None,
+    /// Other names the command line accepts: `unix` is short for `unix-stream`, `seqpacket`
+    /// for `unix-seqpacket`.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Transport::UnixStream => &["unix"],
+            Transport::UnixSeqpacket => &["seqpacket"],
+            Transport::Udplite => &["udp-lite"],
+            Transport::Shm => &["memcpy"],
+            _ => &[],
         }
+    }
+
+    /// Parses a name or an alias.
+    pub fn parse(s: &str) -> Option<Self> {
+        by_name(&Self::ALL, s, |t| (t.name(), t.aliases()))
     }
 
     /// True when message boundaries are kept (and loss is possible: patterns count it).
     /// `unix-seqpacket` keeps boundaries but never loses: it is a datagram transport whose
-    /// loss is always 0.
+    /// loss is always 0. The one transport fact kept in the model: results are read by it (loss
+    /// counted or not) without netsweep-transport, whose descriptors hold the rest.
     pub fn is_datagram(self) -> bool {
         matches!(
             self,
@@ -87,104 +107,26 @@ impl Transport {
                 | Transport::Udplite
         )
     }
-
-    /// True for transports addressed by IP (host and port). `packet` is not (it is addressed
-    /// by MAC), although it finds its interface from the route to the peer's IP.
-    pub fn is_ip(self) -> bool {
-        matches!(
-            self,
-            Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite
-        )
-    }
-
-    /// The largest message the default sweep goes up to.
-    pub fn default_ceiling(self) -> u64 {
-        match self {
-            // 65535 − 20 (IPv4 header) − 8 (UDP header).
-            Transport::Udp | Transport::Udplite => 65_507,
-            // net.core.wmem_default-bound on Linux; 64 KiB is safe for the default sweep.
-            Transport::UnixDgram | Transport::UnixSeqpacket => 65_536,
-            // A 1500-byte Ethernet MTU minus the netsweep frame header; the real limit is the
-            // interface MTU, checked when the data path opens.
-            Transport::Packet => 1500 - PACKET_HEADER,
-            Transport::Tcp | Transport::UnixStream | Transport::Mptcp | Transport::Shm => 8 << 20,
-        }
-    }
-
-    /// The largest message a single datagram can carry, if the transport has such a limit.
-    /// For `packet` this is the bound of the frame header's length field; the interface MTU
-    /// (minus [`PACKET_HEADER`]) is the real limit, checked when the data path opens.
-    pub fn max_message(self, ipv6: bool) -> Option<u64> {
-        match self {
-            Transport::Udp | Transport::Udplite if ipv6 => Some(65_527),
-            Transport::Udp | Transport::Udplite => Some(65_507),
-            Transport::UnixDgram | Transport::UnixSeqpacket => Some(212_992),
-            Transport::Packet => Some(65_535 - PACKET_HEADER),
-            _ => None,
-        }
-    }
-
-    /// The apis this transport supports, `basic` first.
-    pub fn apis(self) -> &'static [Api] {
-        match self {
-            Transport::Tcp => &[
-                Api::Basic,
-                Api::Zerocopy,
-                Api::Sendfile,
-                Api::Splice,
-                Api::Uring,
-            ],
-            Transport::Mptcp => &[Api::Basic, Api::Sendfile],
-            Transport::Udp => &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring],
-            Transport::Udplite | Transport::UnixDgram | Transport::Packet => {
-                &[Api::Basic, Api::Mmsg]
-            }
-            Transport::UnixStream => &[Api::Basic, Api::Splice],
-            Transport::UnixSeqpacket | Transport::Shm => &[Api::Basic],
-        }
-    }
-
-    /// Checks that this transport supports `api` with `pattern`; the error says the fix.
-    pub fn check_api(self, api: Api, pattern: Pattern) -> Result<(), String> {
-        let apis = self.apis();
-        if !apis.contains(&api) {
-            return Err(format!(
-                "{self} does not support --api {}: it supports {}",
-                api.name(),
-                apis.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
-            ));
-        }
-        if pattern == Pattern::Crr
-            && (self.is_datagram()
-                || !matches!(
-                    self,
-                    Transport::Tcp | Transport::Mptcp | Transport::UnixStream
-                ))
-        {
-            return Err(format!(
-                "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream), not {self}"
-            ));
-        }
-        if pattern == Pattern::Crr && api != Api::Basic {
-            return Err("--pattern crr uses --api basic (one connection per transaction)".into());
-        }
-        if api == Api::Splice && pattern != Pattern::Stream {
-            return Err(format!(
-                "--api splice applies to the receiver of a stream (socket → pipe → /dev/null): \
-                 use --pattern stream, or --api basic for {pattern}"
-            ));
-        }
-        Ok(())
-    }
 }
+
 impl fmt::Display for Transport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
+/// What validating a spec needs to know of its transport. The model names transports (and
+/// knows which keep message boundaries, which results are read by); what each supports and
+/// carries is described by netsweep-transport's descriptors, which implement this.
+pub trait TransportRules {
+    /// Checks that the transport supports `api` with `pattern`; the error says the fix.
+    fn check(&self, api: Api, pattern: Pattern) -> Result<(), String>;
+    /// The largest message one datagram can carry, if the transport has such a limit.
+    fn max_message(&self, ipv6: bool) -> Option<u64>;
+}
+
 /// How data is handed to the stack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Api {
     /// One send/recv system call per message (or per partial transfer).
@@ -200,18 +142,24 @@ pub enum Api {
     /// io_uring: one submission per message, or a batch of `--batch` SQEs per
     /// io_uring_enter(2) (stream); `calls` counts io_uring_enter calls.
     Uring,
+    /// UDP segmentation offload: one sendmsg(2) with a UDP_SEGMENT control message carries up
+    /// to 64 datagrams; the receiver enables UDP_GRO and splits what coalesced (stream).
+    Gso,
 }
 
 impl Api {
-    pub const ALL: [Api; 6] = [
+    /// Every api this build knows, in listing order.
+    pub const ALL: [Api; 7] = [
         Api::Basic,
         Api::Mmsg,
         Api::Zerocopy,
         Api::Sendfile,
         Api::Splice,
         Api::Uring,
+        Api::Gso,
     ];
 
+    /// The name used on the command line, on the wire and in results.
     pub fn name(self) -> &'static str {
         match self {
             Api::Basic => "basic",
@@ -220,19 +168,23 @@ impl Api {
             Api::Sendfile => "sendfile",
             Api::Splice => "splice",
             Api::Uring => "uring",
+            Api::Gso => "gso",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "basic" => Some(Api::Basic),
-            "mmsg" => Some(Api::Mmsg),
-            "zerocopy" | "msg-zerocopy" => Some(Api::Zerocopy),
-            "sendfile" => Some(Api::Sendfile),
-            "splice" => Some(Api::Splice),
-            "uring" | "io-uring" | "io_uring" => Some(Api::Uring),
-            _ => None,
+    /// Other names the command line accepts.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Api::Zerocopy => &["msg-zerocopy"],
+            Api::Uring => &["io-uring", "io_uring"],
+            Api::Gso => &["udp-gso"],
+            _ => &[],
         }
+    }
+
+    /// Parses a name or an alias.
+    pub fn parse(s: &str) -> Option<Self> {
+        by_name(&Self::ALL, s, |a| (a.name(), a.aliases()))
     }
 }
 
@@ -243,7 +195,7 @@ impl fmt::Display for Api {
 }
 
 /// The traffic pattern of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     /// Round trips: the client sends a message, the server echoes it.
@@ -253,26 +205,54 @@ pub enum Pattern {
     /// Connect, request, response, close: one new connection per transaction (netperf
     /// TCP_CRR). Measures connection setup as well as the exchange.
     Crr,
+    /// Both ways at once on the same data path (iperf3 --bidir): each end sends and
+    /// receives, each direction accounted on its own.
+    Bidir,
+    /// Open loop: requests leave on a schedule (`--rate`) whatever the replies do, the
+    /// server echoes, latency runs from each request's intended send time.
+    Rate,
 }
 
 impl Pattern {
-    pub const ALL: [Pattern; 3] = [Pattern::Pingpong, Pattern::Stream, Pattern::Crr];
+    /// Every pattern this build knows, in listing order.
+    pub const ALL: [Pattern; 5] = [
+        Pattern::Pingpong,
+        Pattern::Stream,
+        Pattern::Crr,
+        Pattern::Bidir,
+        Pattern::Rate,
+    ];
 
+    /// The name used on the command line, on the wire and in results.
     pub fn name(self) -> &'static str {
         match self {
             Pattern::Pingpong => "pingpong",
             Pattern::Stream => "stream",
             Pattern::Crr => "crr",
+            Pattern::Bidir => "bidir",
+            Pattern::Rate => "rate",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "pingpong" | "pp" | "rr" => Some(Pattern::Pingpong),
-            "stream" => Some(Pattern::Stream),
-            "crr" => Some(Pattern::Crr),
-            _ => None,
+    /// Other names the command line accepts.
+    pub fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Pattern::Pingpong => &["pp", "rr"],
+            Pattern::Bidir => &["bidirectional"],
+            Pattern::Rate => &["open-loop"],
+            _ => &[],
         }
+    }
+
+    /// Parses a name or an alias.
+    pub fn parse(s: &str) -> Option<Self> {
+        by_name(&Self::ALL, s, |p| (p.name(), p.aliases()))
+    }
+
+    /// True for the patterns that stream messages for a trial's time (stream, bidir): their
+    /// datagrams carry the sequence header.
+    pub fn streams(self) -> bool {
+        matches!(self, Pattern::Stream | Pattern::Bidir)
     }
 }
 
@@ -283,23 +263,30 @@ impl fmt::Display for Pattern {
 }
 
 /// Address family of the data path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
+    /// IPv4 addresses.
     Ipv4,
+    /// IPv6 addresses.
     Ipv6,
+    /// Unix-domain socket paths, or a shared-memory file (`shm`).
     Unix,
     /// Link layer (raw Ethernet frames, no network-layer address family).
     Link,
+    /// MPI ranks of one MPI world (`mpi`): the library picks what carries the bytes.
+    Mpi,
 }
 
 impl Family {
+    /// The name used in results.
     pub fn name(self) -> &'static str {
         match self {
             Family::Ipv4 => "ipv4",
             Family::Ipv6 => "ipv6",
             Family::Unix => "unix",
             Family::Link => "link",
+            Family::Mpi => "mpi",
         }
     }
 }
@@ -309,11 +296,15 @@ impl Family {
 pub const DGRAM_HEADER: u64 = 20;
 
 /// A whole run: one configuration swept over message sizes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {
+    /// The protocol stack under test.
     pub transport: Transport,
+    /// How data is handed to it.
     pub api: Api,
+    /// The traffic pattern.
     pub pattern: Pattern,
+    /// The data path's address family.
     pub family: Family,
     /// The message sizes, in the order they are measured.
     pub sizes: Vec<u64>,
@@ -342,10 +333,27 @@ pub struct RunSpec {
     /// `--cpu` (see [`RunSpec::placement`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default_placement: bool,
+    /// `--reverse`: the server sends and the client receives (stream), so a point's
+    /// `sender_mbps` and the bytes sent are the server's, `receiver_mbps` the client's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reverse: bool,
+    /// The rate pattern's offered load (`--rate`/`--rates`, `--arrivals`, `--interval`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::load::LoadSpec>,
+    /// `--flows`: concurrent data connections (1 for a single flow).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub flows: u32,
+    /// `--threads`: data threads per side for the flows (0: one per CPU, at most the flows).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub threads: u32,
     /// Knobs applied on the client's endpoint.
     pub client_knobs: Knobs,
     /// Knobs applied on the server's endpoint.
     pub server_knobs: Knobs,
+    /// `--background`: flows loading the path during every measured trial, each its own
+    /// session with the same server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<crate::background::BackgroundSpec>,
 }
 
 impl RunSpec {
@@ -368,8 +376,13 @@ impl RunSpec {
             timeout_ns: 10_000_000_000,
             refine: false,
             default_placement: false,
+            reverse: false,
+            load: None,
+            flows: 1,
+            threads: 0,
             client_knobs: Knobs::default(),
             server_knobs: Knobs::default(),
+            background: Vec::new(),
         }
     }
 
@@ -400,19 +413,23 @@ impl RunSpec {
             max_size: self.sizes.iter().copied().max().unwrap_or(0),
             server_knobs: self.server_knobs.clone(),
             timeout_ns: self.timeout_ns,
+            reverse: self.reverse,
+            flows: self.flows,
+            threads: self.threads,
         }
     }
 
-    /// Checks the combination; the error says the fix.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the combination against the transport's `rules` (its descriptor); the error
+    /// says the fix.
+    pub fn validate(&self, rules: &dyn TransportRules) -> Result<(), String> {
         if self.sizes.is_empty() {
             return Err(
                 "no message sizes to measure: give --sizes, e.g. --sizes 1,1k..64k:*2".into(),
             );
         }
-        self.transport.check_api(self.api, self.pattern)?;
+        rules.check(self.api, self.pattern)?;
         let ipv6 = self.family == Family::Ipv6;
-        if let Some(max) = self.transport.max_message(ipv6) {
+        if let Some(max) = rules.max_message(ipv6) {
             if let Some(&big) = self.sizes.iter().find(|&&s| s > max) {
                 return Err(format!(
                     "size {big} is larger than one {} datagram can carry ({max} bytes): lower --sizes",
@@ -420,16 +437,44 @@ impl RunSpec {
                 ));
             }
         }
-        if self.transport.is_datagram() && self.pattern == Pattern::Stream {
+        if self.transport.is_datagram() && self.pattern.streams() {
             if let Some(&small) = self.sizes.iter().find(|&&s| s < DGRAM_HEADER) {
                 return Err(format!(
-                    "size {small} is too small for a {} stream: every datagram carries a {DGRAM_HEADER}-byte \
+                    "size {small} is too small for a {} {}: every datagram carries a {DGRAM_HEADER}-byte \
                      sequence header, so use sizes of at least {DGRAM_HEADER} (e.g. --sizes {DGRAM_HEADER}..1472:*2)",
-                    self.transport
+                    self.transport, self.pattern
                 ));
             }
         }
-        if self.pattern == Pattern::Stream && self.sizes.contains(&0) {
+        if self.reverse && self.pattern != Pattern::Stream {
+            return Err(format!(
+                "--reverse applies to the stream pattern only (the server sends, the client \
+                 receives); {} already measures both directions of each exchange: drop -R, or \
+                 use -p stream -R",
+                self.pattern
+            ));
+        }
+        if self.pattern == Pattern::Rate {
+            if let Some(&small) = self.sizes.iter().find(|&&s| s < DGRAM_HEADER) {
+                return Err(format!(
+                    "size {small} is too small for the rate pattern: every request carries a \
+                     {DGRAM_HEADER}-byte header (its sequence number and intended send time), so \
+                     use sizes of at least {DGRAM_HEADER}"
+                ));
+            }
+            let load = self
+                .load
+                .as_ref()
+                .ok_or("the rate pattern needs --rate or --rates")?;
+            load.validate(&self.sizes)?;
+            if self.refine {
+                return Err(
+                    "--refine re-sweeps sizes; it does not apply to the rate pattern".into(),
+                );
+            }
+        }
+        crate::flows::check(self)?;
+        if self.pattern.streams() && self.sizes.contains(&0) {
             return Err("size 0 cannot be streamed: use sizes of at least 1".into());
         }
         if !(self.precision > 0.0 && self.precision < 1.0) {
@@ -446,6 +491,18 @@ impl RunSpec {
         }
         Ok(())
     }
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]
@@ -465,49 +522,47 @@ mod tests {
     }
 
     #[test]
-    fn api_support_is_checked_with_a_fix() {
-        assert_eq!(Transport::Udp.check_api(Api::Mmsg, Pattern::Stream), Ok(()));
-        let e = Transport::Tcp
-            .check_api(Api::Mmsg, Pattern::Stream)
-            .unwrap_err();
-        assert!(e.contains("basic, zerocopy, sendfile, splice"), "{e}");
-        assert!(Transport::Tcp
-            .check_api(Api::Splice, Pattern::Pingpong)
-            .unwrap_err()
-            .contains("--pattern stream"));
-        for t in Transport::ALL {
-            assert_eq!(t.apis()[0], Api::Basic);
-        }
-    }
-
-    #[test]
     fn uring_and_shm_are_known() {
         assert_eq!(Api::parse("io_uring"), Some(Api::Uring));
         assert_eq!(Transport::parse("shm"), Some(Transport::Shm));
-        for t in [Transport::Tcp, Transport::Udp] {
-            assert_eq!(t.check_api(Api::Uring, Pattern::Stream), Ok(()));
-            assert_eq!(t.check_api(Api::Uring, Pattern::Pingpong), Ok(()));
+        assert!(!Transport::Shm.is_datagram() && Transport::UnixSeqpacket.is_datagram());
+    }
+
+    /// A udp-like transport: every api and pattern, datagrams of at most 65,507 bytes.
+    struct UdpLike;
+
+    impl TransportRules for UdpLike {
+        fn check(&self, api: Api, _: Pattern) -> Result<(), String> {
+            match api {
+                Api::Splice => Err("udp does not support --api splice".into()),
+                _ => Ok(()),
+            }
         }
-        let s = Transport::Shm;
-        assert!(!s.is_datagram() && !s.is_ip() && s.max_message(false).is_none());
-        assert_eq!(s.default_ceiling(), 8 << 20);
-        assert!(s
-            .check_api(Api::Uring, Pattern::Stream)
-            .unwrap_err()
-            .contains("supports basic"));
+        fn max_message(&self, _: bool) -> Option<u64> {
+            Some(65_507)
+        }
     }
 
     #[test]
     fn validate_rejects_bad_combinations() {
         let mut s = RunSpec::new(Transport::Udp, Pattern::Stream, Family::Ipv4);
-        assert!(s.validate().unwrap_err().contains("--sizes"));
+        assert!(s.validate(&UdpLike).unwrap_err().contains("--sizes"));
         s.sizes = vec![8];
-        assert!(s.validate().unwrap_err().contains("at least 20"));
+        assert!(s.validate(&UdpLike).unwrap_err().contains("at least 20"));
         s.sizes = vec![70_000];
-        assert!(s.validate().unwrap_err().contains("65507"));
+        assert!(s.validate(&UdpLike).unwrap_err().contains("65507"));
         s.sizes = vec![1472];
-        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(s.validate(&UdpLike), Ok(()));
+        s.api = Api::Splice;
+        assert!(s.validate(&UdpLike).unwrap_err().contains("--api splice"));
+        s.api = Api::Basic;
         s.precision = 0.0;
-        assert!(s.validate().unwrap_err().contains("--precision"));
+        assert!(s.validate(&UdpLike).unwrap_err().contains("--precision"));
+        s.precision = 0.02;
+        s.reverse = true;
+        assert_eq!(s.validate(&UdpLike), Ok(()));
+        assert!(s.session_setup().reverse);
+        s.pattern = Pattern::Pingpong;
+        assert!(s.validate(&UdpLike).unwrap_err().contains("-p stream -R"));
     }
 }

@@ -1,10 +1,12 @@
 //! The endpoint trait patterns run over, the factory that makes endpoints for a session,
 //! and the page-aligned message buffers a point allocates once.
 
+#![warn(missing_docs)]
+
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// One side of an established data path. Every call is one system call (or one batch).
@@ -32,7 +34,7 @@ pub trait Endpoint: Send {
     fn send_batch(&mut self, data: &[u8], size: usize, count: usize) -> io::Result<(usize, u64)> {
         let mut calls = 0;
         for i in 0..count {
-            match send_message(self.as_dyn(), &data[i * size..(i + 1) * size]) {
+            match send_message(self, &data[i * size..(i + 1) * size]) {
                 Ok(n) => calls += n,
                 // Like sendmmsg: report what went before the failure; the caller's next
                 // call starts at the failed message and gets its error.
@@ -69,48 +71,35 @@ pub trait Endpoint: Send {
         EndpointStats::default()
     }
 
-    /// This endpoint as a trait object (for the default methods).
-    fn as_dyn(&mut self) -> &mut dyn Endpoint;
-}
-
-/// The placeholder endpoint of a session with no persistent data connection (the `crr`
-/// pattern opens one per transaction). Every data call fails.
-#[derive(Debug, Default)]
-pub struct NoEndpoint;
-
-impl Endpoint for NoEndpoint {
-    fn send(&mut self, _: &[u8]) -> io::Result<usize> {
+    /// A second endpoint on the same connection (a duplicated descriptor: socket options,
+    /// the receive timeout included, are shared), so that one thread can send while another
+    /// receives (the bidir pattern). Apis with state of their own cannot.
+    fn try_clone(&self) -> io::Result<Box<dyn Endpoint>> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "this session has no persistent data connection",
+            "this api cannot send and receive on two threads at once: use --api basic",
         ))
     }
-    fn recv(&mut self, _: &mut [u8]) -> io::Result<usize> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "this session has no persistent data connection",
-        ))
-    }
-    fn is_datagram(&self) -> bool {
-        false
-    }
-    fn set_recv_timeout(&mut self, _: Option<Duration>) -> io::Result<()> {
-        Ok(())
-    }
-    fn granted(&self) -> GrantedKnobs {
-        GrantedKnobs::default()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
+
+    /// The socket under an endpoint whose every [`send`](Endpoint::send) and
+    /// [`recv`](Endpoint::recv) is one plain system call on it, so that a thread serving many
+    /// flows can wait for them with epoll and make them non-blocking (`--flows`). `None` for
+    /// apis with state of their own (rings, completions, shared memory).
+    fn raw_fd(&self) -> Option<RawFd> {
+        None
     }
 }
 
 /// Cumulative counters an endpoint keeps: zero-copy completions, TCP_INFO figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// MSG_ZEROCOPY sends the kernel reported complete.
     pub zerocopy_completions: u64,
+    /// Of those, the ones the kernel copied after all.
     pub zerocopy_copied: u64,
+    /// TCP segments retransmitted (TCP_INFO), where the transport has them.
     pub tcp_retransmits: Option<u64>,
+    /// D-SACKs received (TCP_INFO), where the transport has them.
     pub tcp_dsacks: Option<u64>,
 }
 
@@ -131,7 +120,7 @@ pub trait DataListener: Send {
 
     /// Accepts one crr connection: `Ok(None)` when none came within the slice or one from
     /// elsewhere was turned away. No other call on the connection (the session cookie
-    /// rides in its request; see [`crate::pattern::crr`]).
+    /// rides in its request; see the engine's crr pattern).
     fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
         Err(no_crr())
     }
@@ -186,7 +175,7 @@ pub trait TransportFactory: Send + Sync {
 /// Sends a whole message of `buf.len()` bytes, looping over partial sends.
 /// Returns the number of send calls it took.
 #[inline]
-pub fn send_message(ep: &mut dyn Endpoint, buf: &[u8]) -> io::Result<u64> {
+pub fn send_message<E: Endpoint + ?Sized>(ep: &mut E, buf: &[u8]) -> io::Result<u64> {
     let mut off = 0;
     let mut calls = 0;
     loop {
@@ -213,7 +202,7 @@ pub fn send_message(ep: &mut dyn Endpoint, buf: &[u8]) -> io::Result<u64> {
 /// Receives exactly `buf.len()` bytes from a stream endpoint. Returns the number of calls.
 /// A zero-length message takes no call.
 #[inline]
-pub fn recv_message(ep: &mut dyn Endpoint, buf: &mut [u8]) -> io::Result<u64> {
+pub fn recv_message<E: Endpoint + ?Sized>(ep: &mut E, buf: &mut [u8]) -> io::Result<u64> {
     let mut off = 0;
     let mut calls = 0;
     while off < buf.len() {
@@ -307,8 +296,11 @@ impl AsMut<[u8]> for MessageBuffer {
 #[derive(Debug)]
 pub struct Slots<'a> {
     buf: &'a mut [u8],
+    /// Bytes of one message slot.
     pub size: usize,
+    /// Distance between the starts of two slots.
     pub stride: usize,
+    /// How many slots there are.
     pub count: usize,
 }
 
@@ -342,6 +334,21 @@ impl<'a> Slots<'a> {
 /// offset, so each slot keeps the requested page offset.
 pub fn pool_stride(size: usize, offset: usize) -> usize {
     size.div_ceil(PAGE).max(1) * PAGE + offset % PAGE
+}
+
+/// A random 64-bit value from the kernel (session cookies).
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into our buffer.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
+    if n != 8 {
+        // Fall back on time and pid: cookies only need to differ between sessions.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        return t ^ ((std::process::id() as u64) << 32);
+    }
+    u64::from_le_bytes(b)
 }
 
 #[cfg(test)]

@@ -9,14 +9,19 @@ use serde::{Deserialize, Serialize};
 
 /// Value of the `schema` field.
 pub const SCHEMA: &str = "netsweep-result";
-/// Current `schema_version`.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Current `schema_version`. 2 added flows (`spec.flows`/`threads`, `PointResult.flows`),
+/// the rate pattern (`spec.load`, `PointResult.rate`, `RunResult.knee`) and background flows
+/// (`spec.background`, `PointResult.background`); every one is optional, so version-1 files
+/// load unchanged.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How a run ended (or that it is still going, for a file written mid-run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
+    /// Still measuring: the file was written mid-run.
     Running,
+    /// Every size was measured without error or interruption.
     Complete,
     /// Stopped by the user (Ctrl-C): every completed point is kept.
     Interrupted,
@@ -25,71 +30,102 @@ pub enum RunStatus {
 }
 
 /// One run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
+    /// Always [`SCHEMA`].
     pub schema: String,
+    /// The [`SCHEMA_VERSION`] of the build that wrote the file.
     pub schema_version: u32,
+    /// The program and version that wrote the file.
     pub tool: ToolInfo,
     /// RFC 3339 UTC time the run started.
     pub started_at: String,
+    /// RFC 3339 UTC time the run ended; `None` while it is still running.
     #[serde(default)]
     pub finished_at: Option<String>,
+    /// How the run ended.
     pub status: RunStatus,
     /// Why the run failed or stopped early, when it did.
     #[serde(default)]
     pub message: Option<String>,
+    /// The run as the client asked for it.
     pub spec: RunSpec,
     /// Where the server was reached (`host:port`, or `in-process`).
     #[serde(default)]
     pub peer: String,
+    /// The client host (collected by the client).
     pub client: HostInfo,
+    /// The server host, as the server described itself in its `welcome`.
     #[serde(default)]
     pub server: HostInfo,
+    /// Each side's knobs as its kernel granted them.
     #[serde(default)]
     pub granted: Granted,
+    /// Warnings about the run as a whole: e.g. a path whose two directions are shaped
+    /// differently, so a pingpong's RTT/2 is not a one-way time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Free-form testbed description (a lab's topology as built), when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<serde_json::Value>,
+    /// The measured points, one per message size.
     pub points: Vec<PointResult>,
     /// Datagram transports: every datagram of the run per direction, warm-up and calibration
     /// trials included — the figures to hold against a link's own drop counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagram_totals: Option<DatagramTotals>,
+    /// Peaks over the points, computed when the run ends; `None` in a file written mid-run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<RunSummary>,
     /// Dips, cliffs and unstable bands found in the sweep (see [`crate::anomaly`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub anomalies: Vec<crate::anomaly::Anomaly>,
+    /// A `--rates` sweep: where latency climbs and delivery stops following the offered load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knee: Option<crate::load::Knee>,
 }
 
 /// Which program wrote the file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ToolInfo {
+    /// Program name (`netsweep`).
     pub name: String,
+    /// Its version.
     pub version: String,
 }
 
 /// Knobs as each side's kernel granted them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Granted {
+    /// The client's knobs as granted on its data path (crr: on the first connection).
     pub client: GrantedKnobs,
+    /// The server's knobs as granted on its data path, reported in `data_bound`.
     pub server: GrantedKnobs,
 }
 
 /// A distribution of one quantity over a point (nanoseconds for latencies).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Distribution {
+    /// Values recorded in the point's timed trials (0: every other field is 0 too).
     pub count: u64,
+    /// Smallest value.
     pub min: f64,
+    /// Mean of every value.
     pub mean: f64,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
+    /// 99.9th percentile.
     pub p999: f64,
+    /// Largest value.
     pub max: f64,
+    /// Population standard deviation.
     pub stddev: f64,
     /// Half-width of the 95% confidence interval of the mean, from per-trial means; `None`
     /// (null) when fewer than two trials were measured: no interval exists then.
@@ -97,7 +133,7 @@ pub struct Distribution {
 }
 
 /// A rate estimated from several trials: mean over trials with its 95% confidence interval.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Estimate {
     /// Mean over trials.
@@ -126,15 +162,17 @@ impl Estimate {
 
 /// Latency of a pingpong point. `rtt` is the measured round trip; `half_rtt` is RTT/2, the
 /// one-way figure NetPIPE, netperf and sockperf report (it assumes symmetric directions).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Latency {
+    /// Round-trip time as the client measured it, ns.
     pub rtt_ns: Distribution,
+    /// Half the round-trip time: each figure of `rtt_ns` halved (`count` aside), ns.
     pub half_rtt_ns: Distribution,
 }
 
 /// A crr point: every transaction opened its own connection.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Crr {
     /// Connection setup: socket(2), the asked socket options and connect(2), nanoseconds.
@@ -143,8 +181,10 @@ pub struct Crr {
     pub transaction_ns: Distribution,
     /// Transactions per second (from the mean transaction time of each trial).
     pub transactions_per_sec: Estimate,
-    /// Connections the client completed and the server accepted in the timed trials.
+    /// Connections (transactions) the client completed in the timed trials.
     pub connections: u64,
+    /// Connections the server served in the timed trials: requests it received carrying this
+    /// session's cookie. When it differs from `connections` the point carries a note.
     pub server_accepted: u64,
     /// The client's knobs as the kernel granted them on the point's first connection.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -152,15 +192,21 @@ pub struct Crr {
 }
 
 /// Datagram loss accounting of one point (summed over its timed trials).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Loss {
+    /// Datagrams the client sent in the timed trials.
     pub sent: u64,
+    /// Datagrams that arrived: distinct ones counted by the server (stream), echoes the
+    /// client got back in time (pingpong).
     pub received: u64,
+    /// Datagrams that never arrived (pingpong: requests without an echo in time).
     pub lost: u64,
     /// lost ÷ sent.
     pub ratio: f64,
+    /// Stream: datagrams that arrived after a later one (0 for pingpong).
     pub reordered: u64,
+    /// Stream: datagrams that arrived more than once (0 for pingpong).
     pub duplicates: u64,
     /// Datagrams with a wrong cookie or too short to carry the header.
     pub foreign: u64,
@@ -174,21 +220,38 @@ pub struct Loss {
     pub jitter_ns: f64,
 }
 
+impl Loss {
+    /// `lost ÷ sent`, 0 when nothing was sent.
+    pub fn ratio_of(lost: u64, sent: u64) -> f64 {
+        if sent > 0 {
+            lost as f64 / sent as f64
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Every datagram of a run, per direction, as the two ends counted them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct DatagramTotals {
     /// Trials counted (warm-up and calibration included).
     pub trials: u64,
-    /// Sent by the client; received (distinct) by the server.
+    /// Datagrams the client sent.
     pub to_server_sent: u64,
+    /// Datagrams the server received: distinct ones for stream (it de-duplicates them),
+    /// every one for pingpong.
     pub to_server_received: u64,
-    /// Sent by the server (echoes); received by the client.
+    /// Datagrams the server sent (pingpong's echoes; 0 for stream).
     pub to_client_sent: u64,
+    /// Echoes the client received.
     pub to_client_received: u64,
-    /// Sends each sender's own stack refused (not in the `sent` counts).
+    /// Sends the client's own stack refused (not in `to_server_sent`).
     #[serde(skip_serializing_if = "is_zero")]
     pub to_server_send_errors: u64,
+    /// Sends the server's own stack refused (not in `to_client_sent`).
     #[serde(skip_serializing_if = "is_zero")]
     pub to_client_send_errors: u64,
 }
@@ -209,17 +272,24 @@ impl DatagramTotals {
 }
 
 /// One side's totals over a point's timed trials.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SideTotals {
+    /// Payload bytes this side sent.
     pub bytes_sent: u64,
+    /// Payload bytes this side received.
     pub bytes_received: u64,
+    /// Messages this side sent.
     pub messages_sent: u64,
+    /// Messages this side received.
     pub messages_received: u64,
+    /// Send system calls this side made.
     pub send_calls: u64,
+    /// Receive system calls this side made.
     pub recv_calls: u64,
-    /// CPU time of this side's data thread.
+    /// User-mode CPU time of this side's data thread(s) (bidir: sending and receiving), ns.
     pub cpu_user_ns: u64,
+    /// Kernel-mode CPU time of this side's data thread(s), ns.
     pub cpu_sys_ns: u64,
     /// CPU time of this side's data thread per wall time of the trials (1.0 = one core).
     pub cpu_utilisation: f64,
@@ -227,13 +297,15 @@ pub struct SideTotals {
     pub system_busy: f64,
     /// Service demand: this side's CPU µs per KiB moved (netperf's definition, KB = 1024 B).
     pub service_demand_us_per_kb: f64,
-    /// MSG_ZEROCOPY sends completed, and how many of them the kernel copied after all.
+    /// MSG_ZEROCOPY sends the kernel reported complete.
     pub zerocopy_completions: u64,
+    /// Of those, the sends the kernel copied after all.
     pub zerocopy_copied: u64,
-    /// TCP segments this side retransmitted (TCP_INFO), and DSACKs it received: a DSACK
-    /// means the peer got a segment twice, so a retransmit it reports was not a loss.
+    /// TCP segments this side retransmitted (TCP_INFO); `None` when the data path has no TCP_INFO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_retransmits: Option<u64>,
+    /// DSACKs this side received (TCP_INFO): a DSACK means the peer got a segment twice, so
+    /// a retransmit it reports was not a loss. `None` when the data path has no TCP_INFO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_dsacks: Option<u64>,
     /// Datagram sends this side's own stack refused, per errno (not in `messages_sent`).
@@ -243,7 +315,7 @@ pub struct SideTotals {
 
 /// CPU placement of both data threads over a point's timed trials. On small machines
 /// placement can dominate latency (same CPU: no cross-CPU wake-up), so it is recorded.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Placement {
     /// Distinct CPUs the client's data thread was seen on (at trial starts and ends).
@@ -288,7 +360,9 @@ impl Placement {
 }
 
 /// How a point's repetitions ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     /// The confidence target was met.
@@ -303,17 +377,19 @@ pub enum StopReason {
 }
 
 /// One measured message size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PointResult {
     /// Message size in bytes.
     pub size: u64,
     /// Timed trials run.
     pub trials: u32,
-    /// Repetitions (round trips) per trial for pingpong; messages sent in all trials for stream.
+    /// Repetitions per timed trial — round trips for pingpong, transactions for crr; messages
+    /// sent in all timed trials for stream.
     pub repetitions: u64,
     /// Wall time the whole point took, calibration included, nanoseconds.
     pub elapsed_ns: u64,
-    /// Headline throughput in Mbit/s (10^6 bit/s): pingpong bytes ÷ (RTT/2); stream: receiver rate.
+    /// Headline throughput in Mbit/s (10^6 bit/s): pingpong bytes ÷ (RTT/2); crr request bytes
+    /// ÷ half a transaction; stream: receiver rate.
     pub throughput_mbps: Estimate,
     /// Pingpong latency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -330,14 +406,30 @@ pub struct PointResult {
     /// Datagram transports: loss, reordering, duplicates, jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Loss>,
+    /// Bidir: the server-to-client direction's figures; `sender_mbps`, `receiver_mbps` and
+    /// `loss` above are then the client-to-server direction's, and `throughput_mbps` the sum
+    /// of both directions' receiver rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<DirectionFigures>,
+    /// Rate: offered and delivered load, sender lateness, the timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<crate::load::RateFigures>,
+    /// `--flows`: the aggregate, each flow, fairness, start skew and each data thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<crate::flows::FlowFigures>,
+    /// Totals of the client side.
     pub client: SideTotals,
+    /// Totals of the server side, as it reported them.
     pub server: SideTotals,
-    /// The precision target of the run and whether this point met it.
+    /// The run's precision target: the relative 95% CI half-width of `throughput_mbps` asked
+    /// for (0.05 = ±5%).
     pub precision_target: f64,
-    /// Achieved relative CI half-width; `None` when it cannot be computed (fewer than two
+    /// Achieved relative CI half-width of `throughput_mbps`; `None` when it cannot be computed (fewer than two
     /// trials, or a zero mean). A point without one has not met the target.
     pub precision_achieved: Option<f64>,
+    /// Whether `precision_achieved` is at most `precision_target`.
     pub precision_met: bool,
+    /// Why the point stopped taking trials.
     pub stop_reason: StopReason,
     /// Where each side's data thread ran during the timed trials.
     #[serde(default)]
@@ -345,6 +437,21 @@ pub struct PointResult {
     /// Honesty notes: timeouts, clamps, fallbacks, asymmetry warnings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// `--background`: what each background flow did during this point's timed trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub background: Vec<crate::background::BackgroundFigures>,
+}
+
+/// One direction's figures of a point that measured two at once (bidir).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirectionFigures {
+    /// Rate at which the sender's stack accepted bytes, Mbit/s.
+    pub sender_mbps: Estimate,
+    /// Rate at which the receiver got bytes, Mbit/s.
+    pub receiver_mbps: Estimate,
+    /// Datagram transports: loss, reordering, duplicates, jitter of this direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<Loss>,
 }
 
 impl PointResult {
@@ -364,15 +471,20 @@ impl PointResult {
 }
 
 /// The closing summary of a run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RunSummary {
+    /// Highest mean throughput over the points, Mbit/s.
     pub peak_mbps: f64,
+    /// Message size of that point, bytes (0 when no point had a rate).
     pub peak_at_size: u64,
-    /// Smallest median latency (RTT/2) and the size it was seen at (pingpong only).
+    /// Smallest median latency (RTT/2) over the points, ns; `None` without pingpong points.
     pub min_latency_ns: Option<f64>,
+    /// Message size of that point, bytes.
     pub min_latency_at_size: Option<u64>,
+    /// Points measured.
     pub points: u32,
+    /// Wall time from the first point to the end of the run (session setup excluded), ns.
     pub elapsed_ns: u64,
 }
 
@@ -404,13 +516,16 @@ impl RunResult {
 /// Why a results file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The text is not JSON, or its fields do not match the model.
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The `schema` field is missing or is not [`SCHEMA`].
     #[error("not a netsweep results file (schema is {0:?}, expected \"netsweep-result\")")]
     Schema(String),
     #[error(
         "results schema version {0} is newer than this netsweep understands ({SCHEMA_VERSION}): upgrade netsweep"
     )]
+    /// `schema_version` is newer than [`SCHEMA_VERSION`]: a newer netsweep wrote it.
     TooNew(u32),
 }
 
@@ -456,8 +571,14 @@ mod tests {
 
     #[test]
     fn loads_the_archived_sample_and_refuses_others() {
+        // Written by schema version 1 (before flows, rate and background): still loads.
         let r = load(SAMPLE).unwrap();
         assert_eq!(r.schema_version, 1);
+        assert!(r
+            .points
+            .iter()
+            .all(|p| p.flows.is_none() && p.rate.is_none()));
+        assert!(SCHEMA_VERSION > r.schema_version);
         assert!(!r.points.is_empty());
         assert!(matches!(load("{}"), Err(LoadError::Schema(_))));
         assert!(matches!(load("[1,2]"), Err(LoadError::Schema(_))));
