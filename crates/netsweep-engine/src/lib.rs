@@ -1,0 +1,17 @@
+//! netsweep-engine: the part of netsweep that does IO — the control session with the peer,
+//! the server, the patterns' timed loops and the engine that runs points with them, the CPU
+//! meters and the host facts. The model it fills in lives in netsweep-model; the transports
+//! it drives implement netsweep-endpoint's traits.
+
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod control;
+pub mod cpu;
+pub mod engine;
+pub mod error;
+pub mod hostinfo;
+pub mod meter;
+pub mod pattern;
+pub mod point;
+pub mod server;
