@@ -1,0 +1,230 @@
+//! The datagram sequence header and the receiver's exact loss/reorder/duplicate/jitter accounting.
+//!
+//! Header (little-endian, [`DGRAM_HEADER`](netsweep_model::spec::DGRAM_HEADER) = 20 bytes):
+//! cookie low 32 bits, 64-bit sequence number, 64-bit send timestamp in ns.
+
+use netsweep_proto::messages::DatagramCounters;
+
+/// Writes the header into the first 20 bytes of `buf`.
+#[inline]
+pub fn stamp(buf: &mut [u8], cookie: u32, seq: u64, sent_ns: u64) {
+    buf[0..4].copy_from_slice(&cookie.to_le_bytes());
+    buf[4..12].copy_from_slice(&seq.to_le_bytes());
+    buf[12..20].copy_from_slice(&sent_ns.to_le_bytes());
+}
+
+/// Reads (cookie, seq, sent_ns) from a datagram, or `None` when it is too short.
+#[inline]
+pub fn parse(buf: &[u8]) -> Option<(u32, u64, u64)> {
+    if buf.len() < 20 {
+        return None;
+    }
+    let c = u32::from_le_bytes(buf[0..4].try_into().ok()?);
+    let s = u64::from_le_bytes(buf[4..12].try_into().ok()?);
+    let t = u64::from_le_bytes(buf[12..20].try_into().ok()?);
+    Some((c, s, t))
+}
+
+/// Sequence numbers remembered for duplicate detection (a sliding window of bits).
+pub const WINDOW: u64 = 1 << 20;
+
+/// Receiver-side accounting, allocated once per session and reset per trial.
+#[derive(Debug)]
+pub struct DgramAccount {
+    bits: Vec<u64>,
+    /// Highest sequence number seen plus one.
+    top: u64,
+    /// Distinct datagrams of this trial received.
+    pub received: u64,
+    /// Datagrams that arrived after a later one.
+    pub reordered: u64,
+    /// Datagrams received more than once (counted once in `received`).
+    pub duplicates: u64,
+    /// Datagrams without this trial's cookie (too short, or from another trial or sender).
+    pub foreign: u64,
+    /// Arrivals older than the window (counted as received: they cannot be checked).
+    pub beyond_window: u64,
+    jitter: f64,
+    last_transit: Option<i128>,
+    cookie: u32,
+}
+
+impl DgramAccount {
+    /// An empty account expecting `cookie`.
+    pub fn new(cookie: u32) -> Self {
+        Self {
+            bits: vec![0; (WINDOW / 64) as usize],
+            top: 0,
+            received: 0,
+            reordered: 0,
+            duplicates: 0,
+            foreign: 0,
+            beyond_window: 0,
+            jitter: 0.0,
+            last_transit: None,
+            cookie,
+        }
+    }
+
+    /// Sets the cookie the next datagrams must carry.
+    pub fn set_cookie(&mut self, cookie: u32) {
+        self.cookie = cookie;
+    }
+
+    /// Readies the account for trial number `trial` of the session with `cookie`: that
+    /// trial's cookie ([`trial_cookie`]), nothing counted.
+    pub fn arm(&mut self, cookie: u64, trial: u64) {
+        self.set_cookie(trial_cookie(cookie, trial));
+        self.reset();
+    }
+
+    /// Forgets everything for a new trial (sequence numbers restart at 0).
+    pub fn reset(&mut self) {
+        self.bits.iter_mut().for_each(|w| *w = 0);
+        self.top = 0;
+        self.received = 0;
+        self.reordered = 0;
+        self.duplicates = 0;
+        self.foreign = 0;
+        self.beyond_window = 0;
+        self.jitter = 0.0;
+        self.last_transit = None;
+    }
+
+    #[inline]
+    fn bit(&self, seq: u64) -> bool {
+        let i = seq % WINDOW;
+        self.bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+
+    #[inline]
+    fn set(&mut self, seq: u64, on: bool) {
+        let i = seq % WINDOW;
+        let w = &mut self.bits[(i / 64) as usize];
+        if on {
+            *w |= 1 << (i % 64);
+        } else {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    /// Accounts one received datagram whose payload is `buf`, arrived at `arrival_ns`.
+    #[inline]
+    pub fn on_datagram(&mut self, buf: &[u8], arrival_ns: u64) {
+        let Some((cookie, seq, sent_ns)) = parse(buf) else {
+            self.foreign += 1;
+            return;
+        };
+        if cookie != self.cookie {
+            self.foreign += 1;
+            return;
+        }
+        if seq >= self.top {
+            if seq - self.top >= WINDOW {
+                self.bits.iter_mut().for_each(|w| *w = 0);
+            } else {
+                for s in self.top..seq {
+                    self.set(s, false);
+                }
+            }
+            self.set(seq, true);
+            self.top = seq + 1;
+        } else if self.top - seq > WINDOW {
+            self.beyond_window += 1;
+            self.reordered += 1;
+        } else if self.bit(seq) {
+            self.duplicates += 1;
+            return;
+        } else {
+            self.set(seq, true);
+            self.reordered += 1;
+        }
+        self.received += 1;
+        // RFC 3550 §6.4.1: J += (|D| − J) / 16 over consecutive arrivals.
+        let transit = arrival_ns as i128 - sent_ns as i128;
+        if let Some(prev) = self.last_transit {
+            let d = (transit - prev).unsigned_abs() as f64;
+            self.jitter += (d - self.jitter) / 16.0;
+        }
+        self.last_transit = Some(transit);
+    }
+
+    /// The counters, with loss computed against the sender's count `sent`.
+    pub fn counters(&self, sent: u64) -> DatagramCounters {
+        DatagramCounters {
+            received: self.received,
+            lost: sent.saturating_sub(self.received),
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            foreign: self.foreign,
+            jitter_ns: self.jitter.round() as u64,
+            highest_seq: self.top,
+        }
+    }
+}
+
+/// The 32-bit cookie datagrams of one trial carry: stale datagrams of an earlier trial
+/// count as foreign, never as received.
+pub fn trial_cookie(cookie: u64, trial: u64) -> u32 {
+    (cookie as u32).wrapping_add((trial as u32).wrapping_mul(0x9E37_79B9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dgram(cookie: u32, seq: u64, ts: u64) -> Vec<u8> {
+        let mut b = vec![0u8; 32];
+        stamp(&mut b, cookie, seq, ts);
+        b
+    }
+
+    #[test]
+    fn header_round_trip() {
+        let b = dgram(7, 1 << 40, 12345);
+        assert_eq!(parse(&b), Some((7, 1 << 40, 12345)));
+        assert_eq!(parse(&b[..19]), None);
+    }
+
+    #[test]
+    fn counts_loss_reorder_duplicates_exactly() {
+        let mut a = DgramAccount::new(9);
+        // Sent 0..10; 3 and 7 lost; 5 arrives after 6; 2 duplicated; one foreign; one short.
+        for s in [0u64, 1, 2, 2, 4, 6, 5, 8, 9] {
+            a.on_datagram(&dgram(9, s, s * 1000), s * 1000 + 50);
+        }
+        a.on_datagram(&dgram(8, 3, 0), 0);
+        a.on_datagram(&[1, 2, 3], 0);
+        let c = a.counters(10);
+        assert_eq!(c.received, 8);
+        assert_eq!(c.lost, 2);
+        assert_eq!(c.reordered, 1);
+        assert_eq!(c.duplicates, 1);
+        assert_eq!(c.foreign, 2);
+        assert_eq!(c.highest_seq, 10);
+        // Constant transit time: no jitter.
+        assert_eq!(c.jitter_ns, 0);
+    }
+
+    #[test]
+    fn jitter_follows_rfc3550() {
+        let mut a = DgramAccount::new(1);
+        a.on_datagram(&dgram(1, 0, 0), 100);
+        a.on_datagram(&dgram(1, 1, 1000), 1260); // transit 260 vs 100: |D| = 160
+        assert_eq!(a.counters(2).jitter_ns, 10); // 160/16
+    }
+
+    #[test]
+    fn window_wrap_and_reset() {
+        let mut a = DgramAccount::new(1);
+        a.on_datagram(&dgram(1, 0, 0), 0);
+        a.on_datagram(&dgram(1, WINDOW * 3, 0), 0);
+        a.on_datagram(&dgram(1, 0, 0), 0); // far older than the window
+        assert_eq!(a.beyond_window, 1);
+        a.reset();
+        assert_eq!(a.counters(0).received, 0);
+        a.on_datagram(&dgram(1, 0, 0), 0);
+        a.on_datagram(&dgram(1, 0, 0), 0);
+        assert_eq!(a.duplicates, 1);
+    }
+}

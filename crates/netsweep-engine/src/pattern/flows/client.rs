@@ -1,0 +1,325 @@
+//! The client's side of a `--flows` session: opens the N connections (each presenting the
+//! cookie, then its flow number), hands each trial to the data threads, adds their reports
+//! into one side's counters (flows in flow order, the threads' CPU, the start skew), and
+//! folds the timed trials into the point: the aggregate, each flow, Jain's fairness index,
+//! and for pingpong the round trips of all flows in one histogram.
+
+use super::pool::{Job, Pool, Report, Role};
+use super::{ensure_descriptors, present_index, rss_kib, thread_count};
+use crate::error::NetError;
+use crate::pattern::{ClientOpen, ClientPattern, Sizing, TrialOutcome};
+use crate::point::{bits_per_ns_to_mbps, distribution, estimate, Tally};
+use netsweep_endpoint::Endpoint;
+use netsweep_model::flows::{add_flows, add_threads, start_skew, FlowFigure, FlowFigures};
+use netsweep_model::results::{Latency, Placement, PointResult, StopReason};
+use netsweep_model::spec::RunSpec;
+use netsweep_model::stats::LatencyHistogram;
+use netsweep_proto::messages::{
+    FlowCounters, GrantedKnobs, SideCounters, ThreadCounters, TrialSpec,
+};
+use std::io;
+use std::time::{Duration, Instant};
+
+/// Opens the client's side of a stream session with flows.
+pub(super) fn open_stream(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
+    Client::open(o, Role::StreamSend)
+}
+
+/// Opens the client's side of a pingpong session with flows.
+pub(super) fn open_rr(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
+    Client::open(o, Role::RrClient)
+}
+
+/// Adds the threads' reports of one trial into one side's counters. `threads` is the
+/// number of threads (flow `w + threads·j` is thread `w`'s `j`-th); the data time is from
+/// the earliest start to the latest end, the receive span the latest last receive.
+pub(super) fn merge(reports: &[Report], flows: usize) -> SideCounters {
+    let threads = reports.len().max(1);
+    let mut c = SideCounters {
+        flows: vec![FlowCounters::default(); flows],
+        ..Default::default()
+    };
+    for (w, r) in reports.iter().enumerate() {
+        for (j, f) in r.flows.iter().enumerate() {
+            if let Some(slot) = c.flows.get_mut(w + threads * j) {
+                *slot = *f;
+            }
+        }
+        c.send_calls += r.send_calls;
+        c.recv_calls += r.recv_calls;
+        c.cpu_user_ns += r.cpu.cpu_user_ns;
+        c.cpu_sys_ns += r.cpu.cpu_sys_ns;
+        c.timed_out |= r.timed_out;
+        c.recv_span_ns = c.recv_span_ns.max(r.last_recv_ns);
+    }
+    for f in &c.flows {
+        c.bytes_sent += f.bytes_sent;
+        c.bytes_received += f.bytes_received;
+        c.messages_sent += f.messages_sent;
+        c.messages_received += f.messages_received;
+    }
+    let starts: Vec<u64> = reports.iter().map(|r| r.start_ns).collect();
+    let first = starts.iter().copied().min().unwrap_or(0);
+    let last = reports.iter().map(|r| r.end_ns).max().unwrap_or(first);
+    c.active_ns = last.saturating_sub(first);
+    c.start_skew_ns = Some(start_skew(&starts));
+    c.threads = reports.iter().map(|r| r.cpu).collect();
+    c
+}
+
+/// The client's side of a flows session, and the point being measured.
+struct Client {
+    role: Role,
+    pool: Pool,
+    flows: usize,
+    granted: GrantedKnobs,
+    timeout: Duration,
+    size: usize,
+    /// The memory the flows took, said once on the first point.
+    memory_note: Option<String>,
+    /// Per timed trial: the aggregate in Mbit/s (stream: received; pingpong: request bytes
+    /// answered), the stop rule's sample.
+    samples: Vec<f64>,
+    /// Stream: per timed trial, the senders' aggregate Mbit/s.
+    sender: Vec<f64>,
+    /// Pingpong: per timed trial, transactions per second over all flows.
+    tps: Vec<f64>,
+    fig: Sums,
+    /// Pingpong: the current trial's round trips, and the point's.
+    trial_hist: LatencyHistogram,
+    hist: LatencyHistogram,
+    trial_means: Vec<f64>,
+}
+
+/// What a point's timed trials add up to, per flow and per thread.
+#[derive(Default)]
+struct Sums {
+    client: Vec<FlowCounters>,
+    server: Vec<FlowCounters>,
+    client_threads: Vec<ThreadCounters>,
+    server_threads: Vec<ThreadCounters>,
+    client_skew: u64,
+    server_skew: u64,
+    /// The server's receive spans (stream), ns.
+    recv_ns: u64,
+    /// The client's data time (pingpong), ns.
+    active_ns: u64,
+}
+
+impl Client {
+    fn open(o: &ClientOpen<'_>, role: Role) -> Result<Box<dyn ClientPattern>, NetError> {
+        let n = o.spec.flows.max(1);
+        ensure_descriptors(n, "client").map_err(NetError::Refused)?;
+        let before = rss_kib();
+        let mut eps: Vec<Box<dyn Endpoint>> = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let mut ep = o.connect()?;
+            present_index(ep.as_mut(), i)
+                .map_err(|e| NetError::io(format!("opening flow {i} of {n}"), e))?;
+            eps.push(ep);
+        }
+        let granted = eps[0].granted();
+        let threads = thread_count(o.spec.threads, n);
+        let pool = Pool::spawn(eps, threads, o.spec.client_knobs.cpu)
+            .map_err(|m| NetError::Refused(format!("client side: {m}")))?;
+        let memory_note = match (before, rss_kib()) {
+            (Some(a), Some(b)) => Some(format!(
+                "memory: opening {n} flows on {threads} data threads raised the client's \
+                 resident memory by {} KiB ({:.1} KiB per flow; the kernel's socket buffers \
+                 are not counted in it)",
+                b.saturating_sub(a),
+                b.saturating_sub(a) as f64 / n as f64
+            )),
+            _ => None,
+        };
+        Ok(Box::new(Self {
+            role,
+            pool,
+            flows: n as usize,
+            granted,
+            timeout: o.timeout,
+            size: 0,
+            memory_note,
+            samples: Vec::new(),
+            sender: Vec::new(),
+            tps: Vec::new(),
+            fig: Sums::default(),
+            trial_hist: LatencyHistogram::new(),
+            hist: LatencyHistogram::new(),
+            trial_means: Vec::new(),
+        }))
+    }
+
+    fn rr(&self) -> bool {
+        self.role == Role::RrClient
+    }
+}
+
+impl ClientPattern for Client {
+    fn sizing(&self) -> Sizing {
+        Sizing::Duration
+    }
+
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        None
+    }
+
+    fn granted(&mut self) -> GrantedKnobs {
+        self.granted.clone()
+    }
+
+    fn begin_point(&mut self, _spec: &RunSpec, size: u64) -> Result<(), NetError> {
+        self.size = size as usize;
+        self.samples.clear();
+        self.sender.clear();
+        self.tps.clear();
+        self.trial_means.clear();
+        self.fig = Sums::default();
+        self.hist.reset();
+        self.trial_hist.reset();
+        Ok(())
+    }
+
+    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let duration = Duration::from_nanos(spec.duration_ns);
+        let job = Job {
+            role: self.role,
+            size: self.size,
+            duration,
+            idle: self.timeout,
+            epoch: Instant::now(),
+        };
+        self.pool.shared.reset();
+        self.pool.dispatch(job)?;
+        // The client's threads end on their own clock: nothing to relay while they run.
+        let wait = duration + self.timeout + Duration::from_secs(2);
+        let reports = self.pool.collect(wait, wait, |_| {})?;
+        self.trial_hist.reset();
+        for h in reports.iter().filter_map(|r| r.hist.as_ref()) {
+            self.trial_hist
+                .merge(h)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
+        Ok(merge(&reports, self.flows))
+    }
+
+    fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
+        let (c, s) = (&out.client, &out.server);
+        if self.rr() {
+            let tps = if c.active_ns > 0 {
+                c.messages_received as f64 * 1e9 / c.active_ns as f64
+            } else {
+                0.0
+            };
+            self.tps.push(tps);
+            self.samples.push(tps * self.size as f64 * 8.0 / 1e6);
+            self.fig.active_ns += c.active_ns;
+            if self.trial_hist.count() > 0 {
+                self.trial_means.push(self.trial_hist.mean());
+                self.hist
+                    .merge(&self.trial_hist)
+                    .map_err(|e| NetError::Refused(format!("latency histogram: {e}")))?;
+            }
+        } else {
+            self.sender
+                .push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
+            self.samples
+                .push(bits_per_ns_to_mbps(s.bytes_received, s.recv_span_ns));
+            self.fig.recv_ns += s.recv_span_ns;
+        }
+        let f = &mut self.fig;
+        add_flows(&mut f.client, &c.flows);
+        add_flows(&mut f.server, &s.flows);
+        add_threads(&mut f.client_threads, &c.threads);
+        add_threads(&mut f.server_threads, &s.threads);
+        f.client_skew = f.client_skew.max(c.start_skew_ns.unwrap_or(0));
+        f.server_skew = f.server_skew.max(s.start_skew_ns.unwrap_or(0));
+        Ok(())
+    }
+
+    fn samples(&self) -> &[f64] {
+        &self.samples
+    }
+
+    fn server_timeout_note(&self) -> &'static str {
+        if self.rr() {
+            "the server timed out waiting for a request on a flow"
+        } else {
+            "the server timed out waiting for data on a flow"
+        }
+    }
+
+    fn finish(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        mut tally: Tally,
+        stop_reason: StopReason,
+    ) -> PointResult {
+        if let Some(note) = self.memory_note.take() {
+            tally.notes.push(note);
+        }
+        let rr = self.rr();
+        let throughput = estimate(&self.samples);
+        let (messages, moved) = if rr {
+            let moved = tally.client.bytes_sent + tally.client.bytes_received;
+            (tally.client.messages_received, (moved, moved))
+        } else {
+            (
+                tally.client.messages_sent,
+                (tally.client.bytes_sent, tally.server.bytes_received),
+            )
+        };
+        let mut p = tally.point(spec, timed.size, messages, throughput, stop_reason, moved);
+        // The trial meters saw where each side's coordinating thread ran, not its flows
+        // threads: no placement to report (each thread's CPU time is in `flows`).
+        p.placement = Placement::default();
+        p.notes.retain(|n| !n.starts_with("placement varied"));
+        let f = std::mem::take(&mut self.fig);
+        let per_flow: Vec<FlowFigure> = (0..self.flows)
+            .map(|i| {
+                let client = f.client.get(i).copied().unwrap_or_default();
+                let server = f.server.get(i).copied().unwrap_or_default();
+                let figure = if rr {
+                    per_second(client.messages_received, f.active_ns)
+                } else {
+                    bits_per_ns_to_mbps(server.bytes_received, f.recv_ns)
+                };
+                FlowFigure {
+                    figure,
+                    client,
+                    server,
+                }
+            })
+            .collect();
+        let mut figures =
+            FlowFigures::new(if rr { "transactions_per_s" } else { "mbps" }, per_flow);
+        if rr {
+            // The aggregate is measured as a whole, per trial, not summed from flow means.
+            figures.aggregate = estimate(&self.tps).mean;
+            p.latency = Some(Latency {
+                rtt_ns: distribution(&self.hist, &self.trial_means, 1.0),
+                half_rtt_ns: distribution(&self.hist, &self.trial_means, 0.5),
+            });
+        } else {
+            figures.aggregate = throughput.mean;
+            p.sender_mbps = Some(estimate(&self.sender));
+            p.receiver_mbps = Some(throughput);
+        }
+        figures.client_start_skew_ns = f.client_skew;
+        figures.server_start_skew_ns = f.server_skew;
+        figures.client_threads = f.client_threads;
+        figures.server_threads = f.server_threads;
+        p.flows = Some(figures);
+        p
+    }
+}
+
+/// Events per second: `count` over `ns` nanoseconds.
+fn per_second(count: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        count as f64 * 1e9 / ns as f64
+    }
+}

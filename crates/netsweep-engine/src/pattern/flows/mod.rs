@@ -1,0 +1,169 @@
+//! `--flows N`: N concurrent data connections of the session's transport, for stream (each
+//! flow sends for the trial time) and pingpong (neper's tcp_rr: one request outstanding per
+//! flow), served on each side by `--threads T` data threads that wait for their flows in
+//! epoll (`pool`, `epoll`, `loops`). The engine's shared point loop drives it like any
+//! pattern: [`registration`] gives the flows variant of a pattern, whose `ClientPattern`
+//! (`client`) and `ServerPattern` (`server`) hand each trial to the threads and fold their
+//! per-flow counts into the point.
+//!
+//! Both sides number the flows alike: after presenting the session cookie, the client
+//! writes each connection's flow number (4 bytes, little-endian) and the server files the
+//! connection under it, whatever order the accepts came in.
+
+mod client;
+mod epoll;
+mod loops;
+mod pool;
+mod server;
+
+use super::Registration;
+use netsweep_endpoint::{recv_message, send_message, Endpoint};
+use netsweep_model::spec::Pattern;
+use std::io;
+use std::time::Duration;
+
+/// The flows variants of the patterns that have one.
+const REGISTRY: &[Registration] = &[
+    Registration {
+        pattern: Pattern::Stream,
+        client: client::open_stream,
+        server: server::open_stream,
+        check_trial: super::any_trial,
+    },
+    Registration {
+        pattern: Pattern::Pingpong,
+        client: client::open_rr,
+        server: server::open_rr,
+        check_trial: super::any_trial,
+    },
+];
+
+/// The flows variant of `pattern`, if it has one.
+pub fn registration(pattern: Pattern) -> Option<&'static Registration> {
+    REGISTRY.iter().find(|r| r.pattern == pattern)
+}
+
+/// Most data threads one side of a session runs, whatever the client asks.
+pub const MAX_THREADS: usize = 256;
+
+/// Data threads per side: `asked` (0: one per CPU this process may use), at most the flows
+/// and [`MAX_THREADS`].
+pub fn thread_count(asked: u32, flows: u32) -> usize {
+    let cpus = crate::meter::allowed_cpus().len().max(1);
+    let t = if asked == 0 { cpus } else { asked as usize };
+    t.clamp(1, (flows.max(1) as usize).min(MAX_THREADS))
+}
+
+/// Writes flow number `index` on a fresh connection (after the cookie).
+fn present_index(ep: &mut dyn Endpoint, index: u32) -> io::Result<()> {
+    send_message(ep, &index.to_le_bytes()).map(|_| ())
+}
+
+/// Reads the flow number a fresh connection presents, waiting at most `timeout`.
+fn read_index(ep: &mut dyn Endpoint, timeout: Duration) -> io::Result<u32> {
+    ep.set_recv_timeout(Some(timeout))?;
+    let mut b = [0u8; 4];
+    recv_message(ep, &mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// Makes sure this process may open `flows` more descriptors: raises the soft
+/// RLIMIT_NOFILE to the hard limit when it is short, and otherwise says which limit and
+/// how to raise it.
+pub fn ensure_descriptors(flows: u32, side: &str) -> Result<(), String> {
+    // Each flow is one socket; leave room for the control connection, logs and the rest.
+    let need = flows as u64 + 64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Ok(());
+    }
+    let open = open_descriptors();
+    if lim.rlim_cur >= need + open {
+        return Ok(());
+    }
+    if lim.rlim_max > lim.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we pass; raising the soft limit up to the hard
+        // one needs no privilege.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            lim = raised;
+        }
+    }
+    if lim.rlim_cur >= need + open {
+        return Ok(());
+    }
+    Err(format!(
+        "--flows {flows} needs about {} open files on the {side}, but its limit \
+         (RLIMIT_NOFILE) is {} with {open} in use: raise it with `ulimit -n {}` (or \
+         LimitNOFILE= for a service) before starting netsweep, or use fewer flows",
+        need,
+        lim.rlim_cur,
+        need + open
+    ))
+}
+
+/// Descriptors this process has open now.
+fn open_descriptors() -> u64 {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64)
+}
+
+/// This process's resident memory (VmRSS), KiB.
+fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_vmrss(&s)
+}
+
+/// VmRSS from the text of /proc/PID/status, KiB.
+pub fn parse_vmrss(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vmrss_is_read_in_kib() {
+        let s = "Name:\tnetsweep\nVmPeak:\t  9000 kB\nVmRSS:\t    4242 kB\nThreads:\t3\n";
+        assert_eq!(parse_vmrss(s), Some(4242));
+        assert_eq!(parse_vmrss("Name: x\n"), None);
+        assert!(rss_kib().is_some_and(|k| k > 0));
+    }
+
+    #[test]
+    fn threads_default_to_the_cpus_and_never_exceed_the_flows() {
+        assert_eq!(thread_count(8, 4), 4);
+        assert_eq!(thread_count(2, 1000), 2);
+        assert_eq!(thread_count(0, 1), 1);
+        assert_eq!(thread_count(4096, 4096), MAX_THREADS);
+        let cpus = crate::meter::allowed_cpus().len().max(1);
+        assert_eq!(thread_count(0, 4096), cpus);
+    }
+
+    #[test]
+    fn a_short_descriptor_limit_is_raised_or_named_with_the_fix() {
+        assert_eq!(ensure_descriptors(4, "client"), Ok(()));
+        let e = ensure_descriptors(u32::MAX, "client").unwrap_err();
+        assert!(
+            e.contains("RLIMIT_NOFILE") && e.contains("ulimit -n"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn stream_and_pingpong_have_flows_variants() {
+        assert!(registration(Pattern::Stream).is_some());
+        assert!(registration(Pattern::Pingpong).is_some());
+        assert!(registration(Pattern::Crr).is_none());
+    }
+}

@@ -1,0 +1,410 @@
+//! Traffic patterns: each pattern is one file (`pingpong`, `stream`, `crr`) owning everything
+//! about it — the timed loops of both sides (nothing in them allocates, logs, locks or
+//! touches the control connection), its data path on each side, what a repetition is, and
+//! how its trials fold into a point. `dgram` (the datagram header and loss accounting) and
+//! `loops` (trial signals, idle slices, refused sends) hold what the loops share; this file
+//! holds the traits a pattern implements and the registry.
+//! The engine (`crate::engine`) owns what every pattern shares: warm-up and calibration,
+//! timed trials until the stop rule, the tally of both sides' counters and the sinks; the
+//! server (`crate::server`) owns the session and the data thread.
+//!
+//! # Adding a pattern
+//!
+//! 1. Name it: a variant of `netsweep_model::spec::Pattern` (in `name`, `parse` and `ALL`),
+//!    the name the CLI and the results use, and its aliases in the CLI's `PatternArg`
+//!    (`src/values.rs`); the compiler points at every `match` that must say more (what the
+//!    model checks about a spec, such as which apis a pattern supports).
+//! 2. Write `pattern/<name>.rs`: the timed loops, a [`ClientPattern`] (the client's side:
+//!    opens its data path with [`ClientOpen`], runs a trial, folds trials into the point), a
+//!    [`ServerPattern`] (the server's side: opens its data path from the session's
+//!    [`DataListener`], runs a trial), and a `pub const REGISTRATION: Registration`.
+//! 3. Register it: `pub mod <name>;` and `<name>::REGISTRATION,` in [`REGISTRY`] below.
+//!
+//! Nothing else changes: the engine, the server and the control protocol reach a pattern
+//! only through its [`Registration`].
+
+pub mod bidir;
+pub mod crr;
+pub mod dgram;
+pub mod flows;
+mod loops;
+pub mod pingpong;
+pub mod rate;
+mod reverse;
+pub mod stream;
+
+pub use loops::{count_send_error, slices, IdleSlices, TrialSignals, SLICE};
+
+use crate::error::NetError;
+use crate::point::Tally;
+use netsweep_endpoint::{DataListener, Endpoint, EndpointStats, MessageBuffer, TransportFactory};
+use netsweep_model::results::{PointResult, StopReason};
+use netsweep_model::spec::{Pattern, RunSpec, Transport};
+use netsweep_proto::messages::{
+    DataEndpoint, GrantedKnobs, Knobs, SessionSetup, SideCounters, TrialSpec,
+};
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+/// Every pattern this build knows: one line per pattern.
+pub const REGISTRY: &[Registration] = &[
+    pingpong::REGISTRATION,
+    stream::REGISTRATION,
+    crr::REGISTRATION,
+    bidir::REGISTRATION,
+    rate::REGISTRATION,
+];
+
+/// The registration of `pattern`, if this build has one.
+pub fn registration(pattern: Pattern) -> Option<&'static Registration> {
+    REGISTRY.iter().find(|r| r.pattern == pattern)
+}
+
+/// The registration a session runs: the pattern's own, or its `--flows` variant when the
+/// session has more than one flow.
+pub fn registration_for(pattern: Pattern, flows: u32) -> Option<&'static Registration> {
+    if flows > 1 {
+        flows::registration(pattern)
+    } else {
+        registration(pattern)
+    }
+}
+
+/// Opens the client's side of a session.
+pub type OpenClient = fn(&ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError>;
+
+/// Opens the server's side of a session from its listener; the error goes to the client.
+pub type OpenServer =
+    fn(Box<dyn DataListener>, &ServerOpen) -> Result<Box<dyn ServerPattern>, String>;
+
+/// A pattern's entry points, as the engine and the server reach it.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    /// The pattern registered.
+    pub pattern: Pattern,
+    /// Opens the client's side of a session (its data path included).
+    pub client: OpenClient,
+    /// Opens the server's side of a session from the session's listener; the error is the
+    /// message sent to the client.
+    pub server: OpenServer,
+    /// The server's check of a trial the client asks for, beyond the server's limits.
+    pub check_trial: fn(&TrialSpec, Transport) -> Result<(), String>,
+}
+
+/// A [`Registration::check_trial`] for patterns that accept every trial within the limits.
+pub fn any_trial(_: &TrialSpec, _: Transport) -> Result<(), String> {
+    Ok(())
+}
+
+/// How a pattern's trials are sized.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sizing {
+    /// A trial repeats one exchange; calibration grows the count (up to `max_reps`) until a
+    /// trial lasts the target trial time.
+    Repetitions {
+        /// Most repetitions in one trial.
+        max_reps: f64,
+    },
+    /// A trial lasts the target trial time; the warm-up (with `--warmup`) is one trial of
+    /// half of it.
+    Duration,
+}
+
+/// What the client side of a session is opened with.
+pub struct ClientOpen<'a> {
+    /// Makes the data path.
+    pub factory: &'a dyn TransportFactory,
+    /// The session as agreed with the server.
+    pub setup: &'a SessionSetup,
+    /// The run.
+    pub spec: &'a RunSpec,
+    /// The client's knobs.
+    pub knobs: &'a Knobs,
+    /// The server's address for data.
+    pub server: IpAddr,
+    /// Where the server's data listener waits.
+    pub data: &'a DataEndpoint,
+    /// The session cookie.
+    pub cookie: u64,
+    /// The run's inactivity timeout.
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for ClientOpen<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOpen")
+            .field("setup", self.setup)
+            .field("server", &self.server)
+            .field("data", self.data)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientOpen<'_> {
+    /// Connects the session's persistent data endpoint (bound to the cookie).
+    pub fn connect(&self) -> Result<Box<dyn Endpoint>, NetError> {
+        self.factory
+            .connect(
+                self.setup,
+                self.knobs,
+                self.server,
+                self.data,
+                self.cookie,
+                self.timeout,
+            )
+            .map_err(|e| {
+                NetError::io(
+                    format!(
+                        "connecting the {} data path to {}",
+                        self.spec.transport, self.server
+                    ),
+                    e,
+                )
+            })
+    }
+}
+
+/// One timed or warm-up trial's figures as both sides reported them.
+#[derive(Debug)]
+pub struct TrialOutcome {
+    /// The client's counters.
+    pub client: SideCounters,
+    /// The server's counters.
+    pub server: SideCounters,
+    /// Wall time of the client's loop, nanoseconds.
+    pub wall_ns: u64,
+}
+
+/// The client's side of a pattern for one session. The engine calls, per point:
+/// [`begin_point`](Self::begin_point), then [`run_trial`](Self::run_trial) and
+/// [`warmed`](Self::warmed) per warm-up trial, [`start_timed`](Self::start_timed), then
+/// [`run_trial`](Self::run_trial) and [`fold`](Self::fold) per timed trial until the stop
+/// rule judges [`samples`](Self::samples) enough, and [`finish`](Self::finish).
+pub trait ClientPattern {
+    /// How trials are sized.
+    fn sizing(&self) -> Sizing;
+    /// The session's persistent endpoint, for patterns that keep one (crr opens a
+    /// connection per transaction instead).
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint>;
+    /// True when the data path carries datagrams (the run then keeps datagram totals).
+    fn is_datagram(&mut self) -> bool {
+        self.endpoint().is_some_and(|ep| ep.is_datagram())
+    }
+    /// The knobs granted on the data path when the session starts.
+    fn granted(&mut self) -> GrantedKnobs {
+        self.endpoint().map(|ep| ep.granted()).unwrap_or_default()
+    }
+    /// Knobs learnt only once points ran (crr reads them on its first connection); they
+    /// replace [`granted`](Self::granted) in the results.
+    fn learnt_granted(&mut self) -> Option<GrantedKnobs> {
+        None
+    }
+    /// The data path's own cumulative counters, read around each trial.
+    fn stats(&mut self) -> EndpointStats {
+        self.endpoint().map(|ep| ep.stats()).unwrap_or_default()
+    }
+    /// The offered load of the next point of a `--rates` sweep, requests/s (before
+    /// [`begin_point`](Self::begin_point)); only the rate pattern offers a load.
+    fn offer(&mut self, _rate: f64) {}
+    /// Readies a point (buffers, the endpoint's preparation, timeouts); outside timed loops.
+    fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError>;
+    /// Runs the client's loop of trial number `trial`; returns the client's counters.
+    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters>;
+    /// A warm-up trial ended: the typical time per repetition it measured (used by
+    /// [`Sizing::Repetitions`]). By default the wall time over the repetitions.
+    fn warmed(&mut self, spec: &TrialSpec, out: &TrialOutcome) -> f64 {
+        out.wall_ns as f64 / spec.repetitions.max(1) as f64
+    }
+    /// The warm-up is over and the timed trials start (notes from the warm-up go to `tally`).
+    fn start_timed(&mut self, _tally: &mut Tally) {}
+    /// Folds one timed trial (already added to the tally) into the point's figures.
+    fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError>;
+    /// The per-trial figures the stop rule judges.
+    fn samples(&self) -> &[f64];
+    /// The note a point keeps when the server timed out in a trial.
+    fn server_timeout_note(&self) -> &'static str;
+    /// The point from its tally and the pattern's figures; `timed` is its timed trials' spec.
+    fn finish(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        tally: Tally,
+        stop_reason: StopReason,
+    ) -> PointResult;
+    /// The typical time per repetition of the last point, to size the next point's first
+    /// warm-up trial.
+    fn typical_rep_ns(&self) -> Option<f64> {
+        None
+    }
+    /// Readies trial number `trial` just before the engine asks the server to start it
+    /// (outside the timed loop): a receiving client resets its accounting and takes its
+    /// epoch here, before the server can send its first byte.
+    fn arm(&mut self, _trial: u64) {}
+    /// The server's report of the trial arrived: a receiving client takes what the server
+    /// sent beyond its timed loop (now that the server's count is known) and completes its
+    /// counters. Outside the timed loop; by default nothing to do.
+    fn complete(&mut self, _server: &SideCounters, _client: &mut SideCounters) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What the server side of a session is opened with.
+#[derive(Debug, Clone)]
+pub struct ServerOpen {
+    /// The session's transport.
+    pub transport: Transport,
+    /// The session cookie.
+    pub cookie: u64,
+    /// The client's address (crr serves its connections only).
+    pub client: IpAddr,
+    /// The session's inactivity timeout.
+    pub timeout: Duration,
+    /// The client asked for `--reverse`: the server sends (patterns that support it).
+    pub reverse: bool,
+    /// The session's flows (`--flows`; 1 for one).
+    pub flows: u32,
+    /// The data threads the client asked for (`--threads`; 0: the server decides).
+    pub threads: u32,
+    /// The CPU the server's data threads run on (`--cpu`).
+    pub cpu: Option<u32>,
+}
+
+impl ServerOpen {
+    /// Accepts the client's persistent data connection (the one presenting the cookie).
+    pub fn accept(&self, mut listener: Box<dyn DataListener>) -> Result<Accepted, String> {
+        let ep = listener
+            .accept(self.cookie, self.timeout)
+            .map_err(|e| format!("the client's data connection did not arrive: {e}"))?;
+        Ok(Accepted {
+            ep,
+            _listener: listener,
+        })
+    }
+}
+
+/// The server's persistent data endpoint, with the listener it came from (kept for the
+/// session, as an endpoint may rely on it).
+pub struct Accepted {
+    /// The endpoint.
+    pub ep: Box<dyn Endpoint>,
+    _listener: Box<dyn DataListener>,
+}
+
+impl std::fmt::Debug for Accepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accepted")
+            .field("datagram", &self.ep.is_datagram())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server's buffers, allocated once per session on the data thread and lent to every
+/// trial: `lens.len()` slots of `slot` bytes (the largest message plus one, so an oversize
+/// datagram shows as a wrong length), or a pool of `pool_len` bytes for `--invalidate-cache`.
+#[derive(Debug)]
+pub struct ServerBuffers {
+    /// The buffer, starting at the requested page offset.
+    pub buf: MessageBuffer,
+    /// One slot: the largest message plus one byte.
+    pub slot: usize,
+    /// The bytes in use: a batch of slots or the cache pool, whichever is larger.
+    pub pool_len: usize,
+    /// One length per slot of a batch.
+    pub lens: Vec<usize>,
+    /// The requested offset from a page boundary.
+    pub offset: usize,
+    /// The requested cache pool (0 for none).
+    pub cache_pool: usize,
+}
+
+impl ServerBuffers {
+    /// Buffers for messages up to `max_size`, `batch` per call, at `offset`, over at least
+    /// `cache_pool` bytes.
+    pub fn new(max_size: usize, batch: usize, offset: usize, cache_pool: usize) -> Self {
+        let slot = max_size.max(64 * 1024) + 1;
+        let pool_len = (slot * batch).max(cache_pool);
+        Self {
+            buf: MessageBuffer::new(pool_len, offset),
+            slot,
+            pool_len,
+            lens: vec![0usize; batch],
+            offset,
+            cache_pool,
+        }
+    }
+}
+
+/// What a server trial runs with besides its buffers.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerTrial<'a> {
+    /// The trial as the client asked for it.
+    pub spec: &'a TrialSpec,
+    /// The control thread's signals.
+    pub signals: &'a TrialSignals,
+    /// How long the loop waits without progress before it gives up.
+    pub idle: Duration,
+    /// The moment this side was armed (before the client could send its first byte).
+    pub epoch: Instant,
+}
+
+/// The server's side of a pattern for one session; it lives on the data thread.
+pub trait ServerPattern: Send {
+    /// The session's persistent endpoint, for patterns that keep one.
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint>;
+    /// The client said its data path is ready: ready ours for trials (every receive waits
+    /// at most a [`SLICE`]) and return the knobs the kernel granted.
+    fn bound(&mut self) -> io::Result<GrantedKnobs> {
+        let Some(ep) = self.endpoint() else {
+            return Ok(GrantedKnobs::default());
+        };
+        ep.set_recv_timeout(Some(SLICE))?;
+        Ok(ep.granted())
+    }
+    /// Prepares the data path for the session's largest message and batch, once, on the
+    /// data thread.
+    fn prepare(&mut self, slot: usize, batch: usize) -> io::Result<()> {
+        self.endpoint().map_or(Ok(()), |ep| ep.prepare(slot, batch))
+    }
+    /// The data path's own cumulative counters, read around each trial.
+    fn stats(&mut self) -> EndpointStats {
+        self.endpoint().map(|ep| ep.stats()).unwrap_or_default()
+    }
+    /// Readies trial number `trial` before the side is armed (outside the timed loop).
+    fn arm(&mut self, _trial: u64) {}
+    /// Runs the server's loop of one trial.
+    fn run_trial(
+        &mut self,
+        t: &ServerTrial<'_>,
+        bufs: &mut ServerBuffers,
+    ) -> io::Result<SideCounters>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pattern_is_registered_once() {
+        for pattern in Pattern::ALL {
+            let n = REGISTRY.iter().filter(|r| r.pattern == pattern).count();
+            assert_eq!(n, 1, "{pattern:?} registered {n} times");
+            assert_eq!(registration(pattern).map(|r| r.pattern), Some(pattern));
+        }
+        assert_eq!(REGISTRY.len(), Pattern::ALL.len());
+    }
+
+    #[test]
+    fn stream_refuses_datagrams_shorter_than_the_header() {
+        let stream = registration(Pattern::Stream).unwrap();
+        let short = TrialSpec {
+            size: 8,
+            ..Default::default()
+        };
+        assert!((stream.check_trial)(&short, Transport::Udp).is_err());
+        assert!((stream.check_trial)(&short, Transport::Tcp).is_ok());
+        let pingpong = registration(Pattern::Pingpong).unwrap();
+        assert!((pingpong.check_trial)(&short, Transport::Udp).is_ok());
+    }
+}

@@ -1,0 +1,551 @@
+//! Rate: open-loop requests. The client sends requests on a schedule (`--rate`, constant or
+//! Poisson arrivals from a recorded seed) whatever the replies do, on its own thread, while a
+//! second thread (over a duplicate of the socket, as bidir does) receives the server's
+//! echoes. Each request carries its sequence number and intended send time; latency is the
+//! reply's arrival − the intended send time, so a stall is charged to every request it
+//! delayed (no coordinated omission). Sender lateness (actual − intended send time) is
+//! measured, and a schedule the sender cannot keep is flagged in the point's notes, never
+//! silently stretched. A trial lasts `--trial-time`; the point's figures are the offered
+//! rate, the delivered rate per trial (the stop rule's sample), the merged latency
+//! histogram, exact loss and late counts, and (`--interval`) a timeline. The loops are in
+//! `rate/loops.rs`.
+
+mod loops;
+
+use super::bidir::{merge, metered};
+use super::dgram::trial_cookie;
+use super::pingpong::server_trial;
+use super::{
+    any_trial, Accepted, ClientOpen, ClientPattern, Registration, ServerBuffers, ServerOpen,
+    ServerPattern, ServerTrial, Sizing, TrialOutcome,
+};
+use crate::error::NetError;
+use crate::point::{distribution, estimate, Tally};
+use loops::{Bucket, Handoff, Received, RecvPlan, SendPlan, Timeline};
+use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots};
+use netsweep_model::load::{Arrivals, RateFigures, Schedule, TimelineSample};
+use netsweep_model::results::{Distribution, Estimate, Latency, Loss, PointResult, StopReason};
+use netsweep_model::spec::{Pattern, RunSpec};
+use netsweep_model::stats::LatencyHistogram;
+use netsweep_proto::messages::{SideCounters, TrialSpec};
+use std::io;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Rate's entry points.
+pub const REGISTRATION: Registration = Registration {
+    pattern: Pattern::Rate,
+    client: Client::open,
+    server: Server::open,
+    check_trial: any_trial,
+};
+
+/// A reply later than this after its request's intended send time is late (not in the
+/// histogram); a datagram receiver waits this long after the last send for missing replies.
+pub const GRACE: Duration = Duration::from_millis(500);
+
+/// The client receiver's receive timeout: how often it checks the sender's progress.
+const RX_SLICE: Duration = Duration::from_millis(5);
+
+/// The sender missed its schedule when its median lateness exceeds this fraction of the
+/// mean gap between requests.
+pub const MISSED_FRACTION: f64 = 0.10;
+
+/// The client's side: the session's endpoint sends, its duplicate receives.
+struct Client {
+    ep: Box<dyn Endpoint>,
+    rx_ep: Box<dyn Endpoint>,
+    datagram: bool,
+    cookie: u64,
+    timeout: Duration,
+    size: usize,
+    /// The offered load of the sweep's point, when a `--rates` sweep set it.
+    offered: Option<f64>,
+    /// The point's offered load, requests/s.
+    rate: f64,
+    tx: MessageBuffer,
+    rx: MessageBuffer,
+    /// The current trial's storage, sized before it runs.
+    trial_hist: LatencyHistogram,
+    trial_lateness: LatencyHistogram,
+    seen: Vec<u64>,
+    buckets: Vec<Bucket>,
+    sent_buckets: Vec<u64>,
+    /// The last trial's figures.
+    last: Received,
+    last_sent: loops::Sent,
+    /// The run's timeline interval (`u64::MAX`: none), arrivals and seed.
+    interval_ns: u64,
+    arrivals: Arrivals,
+    seed: u64,
+    /// The point's figures over its timed trials.
+    hist: LatencyHistogram,
+    lateness: LatencyHistogram,
+    delivered: Vec<f64>,
+    means: Vec<f64>,
+    timeline: Vec<TimelineSample>,
+    timeline_ns: u64,
+    sent: u64,
+    received: u64,
+    late: u64,
+    duplicates: u64,
+    refused: u64,
+    truncated: u32,
+}
+
+impl Client {
+    fn open(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
+        let ep = o.connect()?;
+        let rx_ep = ep
+            .try_clone()
+            .map_err(|e| NetError::io("duplicating the data socket for the rate pattern", e))?;
+        Ok(Box::new(Self {
+            datagram: ep.is_datagram(),
+            ep,
+            rx_ep,
+            cookie: o.cookie,
+            timeout: o.timeout,
+            size: 0,
+            offered: None,
+            rate: 0.0,
+            tx: MessageBuffer::new(0, 0),
+            rx: MessageBuffer::new(0, 0),
+            trial_hist: LatencyHistogram::new(),
+            trial_lateness: LatencyHistogram::new(),
+            seen: Vec::new(),
+            buckets: Vec::new(),
+            sent_buckets: Vec::new(),
+            last: Received::default(),
+            last_sent: loops::Sent::default(),
+            interval_ns: u64::MAX,
+            arrivals: Arrivals::Constant,
+            seed: 0,
+            hist: LatencyHistogram::new(),
+            lateness: LatencyHistogram::new(),
+            delivered: Vec::new(),
+            means: Vec::new(),
+            timeline: Vec::new(),
+            timeline_ns: 0,
+            sent: 0,
+            received: 0,
+            late: 0,
+            duplicates: 0,
+            refused: 0,
+            truncated: 0,
+        }))
+    }
+
+    /// Sizes the trial's storage for `duration_ns` at the point's rate (outside the loops).
+    fn size_trial(&mut self, duration_ns: u64, interval_ns: u64) -> u64 {
+        let expected = self.rate * duration_ns as f64 / 1e9;
+        // Poisson counts beyond 1.5× the mean plus 64 are vanishingly rare; counted if seen.
+        let cap = (expected * 1.5 + 64.0).ceil() as u64;
+        let words = cap.div_ceil(64) as usize;
+        self.seen.clear();
+        self.seen.resize(words, 0);
+        let nb = if interval_ns == u64::MAX {
+            1
+        } else {
+            duration_ns.div_ceil(interval_ns).max(1) as usize
+        };
+        self.buckets.clear();
+        self.buckets.resize_with(nb, Bucket::default);
+        self.sent_buckets.clear();
+        self.sent_buckets.resize(nb, 0);
+        self.trial_hist.reset();
+        self.trial_lateness.reset();
+        words as u64 * 64
+    }
+
+    /// The last trial's delivered rate: the offered rate × the fraction of the requests due
+    /// by a checkpoint whose answers arrived by it (plus the smallest latency), the best of
+    /// the checkpoints from 9/16 to the end of the schedule. Exact counts over fixed windows,
+    /// relative to what was due (a Poisson schedule's count noise is not a shortfall); the
+    /// best of several windows, so a hiccup of the client's own threads just before one
+    /// window's end (answers read late, not carried late) does not read as a shortfall; a
+    /// saturated path carries its capacity × the window in every one of them.
+    fn delivered_rate(&self) -> f64 {
+        delivered(self.rate, &self.last.arrived_at, &self.last_sent.due_by)
+    }
+
+    /// Appends the last trial's intervals to the point's timeline.
+    fn fold_timeline(&mut self, interval_ns: u64) {
+        if interval_ns == u64::MAX {
+            return;
+        }
+        let secs = interval_ns as f64 / 1e9;
+        for (i, (b, &sent)) in self.buckets.iter().zip(&self.sent_buckets).enumerate() {
+            self.timeline.push(TimelineSample {
+                t_ns: self.timeline_ns + i as u64 * interval_ns,
+                sent,
+                received: b.answered,
+                lost: sent.saturating_sub(b.answered),
+                delivered_rate: b.arrived as f64 / secs,
+                p50_ns: b.hist.quantile(0.5),
+                p99_ns: b.hist.quantile(0.99),
+            });
+        }
+        self.timeline_ns += self.buckets.len() as u64 * interval_ns;
+    }
+}
+
+impl ClientPattern for Client {
+    fn sizing(&self) -> Sizing {
+        Sizing::Duration
+    }
+
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.ep.as_mut())
+    }
+
+    fn offer(&mut self, rate: f64) {
+        self.offered = Some(rate);
+    }
+
+    fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
+        let load = spec
+            .load
+            .as_ref()
+            .ok_or_else(|| NetError::Refused("the rate pattern needs --rate or --rates".into()))?;
+        self.rate = match (self.offered, load.rate) {
+            (Some(r), _) => r,
+            (None, Some(r)) => r.per_second(size),
+            (None, None) => return Err(NetError::Refused("no offered load for the point".into())),
+        };
+        let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
+        self.size = size as usize;
+        self.tx = MessageBuffer::new(self.size, offset);
+        self.rx = MessageBuffer::new(self.size + 1, offset);
+        let prepare = |e| NetError::io("preparing the data endpoint", e);
+        self.ep.prepare(self.size, 1).map_err(prepare)?;
+        // The socket's receive timeout, shared by both descriptors (only the duplicate receives).
+        self.rx_ep
+            .set_recv_timeout(Some(RX_SLICE))
+            .map_err(prepare)?;
+        // Sleeps of the sender wake on time (the default timer slack is 50 µs).
+        // SAFETY: prctl with an integer argument changes only this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        self.interval_ns = match load.interval_ns {
+            0 => u64::MAX,
+            i => i,
+        };
+        (self.arrivals, self.seed) = (load.arrivals, load.seed);
+        self.hist.reset();
+        self.lateness.reset();
+        self.delivered.clear();
+        self.means.clear();
+        self.timeline.clear();
+        self.timeline_ns = 0;
+        (self.sent, self.received, self.late) = (0, 0, 0);
+        (self.duplicates, self.refused, self.truncated) = (0, 0, 0);
+        Ok(())
+    }
+
+    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let duration_ns = spec.duration_ns.max(1);
+        let interval_ns = self.interval_ns;
+        let cap = self.size_trial(duration_ns, interval_ns);
+        let cookie = trial_cookie(self.cookie, trial);
+        let mut sched = Schedule::new(
+            self.rate,
+            self.arrivals,
+            Schedule::trial_seed(self.seed, trial),
+        );
+        let handoff = Handoff::default();
+        let epoch = Instant::now();
+        let send = SendPlan {
+            size: self.size,
+            duration_ns,
+            cap,
+            cookie,
+            epoch,
+        };
+        let recv = RecvPlan {
+            size: self.size,
+            cookie,
+            epoch,
+            grace_ns: GRACE.as_nanos() as u64,
+            timeout_ns: self.timeout.as_nanos() as u64,
+            interval_ns,
+            window_ns: duration_ns,
+        };
+        let (ep, rx_ep) = (&mut self.ep, &mut self.rx_ep);
+        let (tx, rx) = (&mut self.tx, &mut self.rx);
+        let (hist, lateness) = (&mut self.trial_hist, &mut self.trial_lateness);
+        let (seen, buckets) = (&mut self.seen, &mut self.buckets);
+        let mut tl = Timeline {
+            interval_ns,
+            sent: &mut self.sent_buckets,
+        };
+        let (sent, received) = thread::scope(|s| {
+            let receiving = s.spawn(|| {
+                let mut got = None;
+                let counters = metered(|| {
+                    let r = loops::receiver(
+                        rx_ep.as_mut(),
+                        rx.as_mut(),
+                        &recv,
+                        hist,
+                        seen,
+                        buckets,
+                        &handoff,
+                    );
+                    if r.is_err() {
+                        handoff.fail();
+                    }
+                    let r = r?;
+                    let c = r.counters.clone();
+                    got = Some(r);
+                    Ok(c)
+                });
+                counters.map(|c| (c, got.unwrap_or_default()))
+            });
+            let sent = loops::sender(
+                ep.as_mut(),
+                tx.as_mut(),
+                &send,
+                &mut sched,
+                lateness,
+                &mut tl,
+                &handoff,
+            );
+            let received = receiving
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the receiving thread panicked")));
+            (sent, received)
+        });
+        let (sent, (counters, got)) = (sent?, received?);
+        self.last = got;
+        let counters = merge(sent.counters.clone(), counters);
+        self.last_sent = sent;
+        Ok(counters)
+    }
+
+    fn fold(&mut self, _out: &TrialOutcome) -> Result<(), NetError> {
+        let merge_err = |e| NetError::Refused(format!("latency histogram: {e}"));
+        self.hist.merge(&self.trial_hist).map_err(merge_err)?;
+        self.lateness
+            .merge(&self.trial_lateness)
+            .map_err(merge_err)?;
+        self.delivered.push(self.delivered_rate());
+        if self.trial_hist.count() > 0 {
+            self.means.push(self.trial_hist.mean());
+        }
+        self.sent += self.last_sent.counters.messages_sent;
+        self.refused += self.last_sent.refused;
+        self.truncated += u32::from(self.last_sent.truncated);
+        self.received += self.last.received;
+        self.late += self.last.late;
+        self.duplicates += self.last.duplicates;
+        self.fold_timeline(self.interval_ns);
+        Ok(())
+    }
+
+    fn samples(&self) -> &[f64] {
+        &self.delivered
+    }
+
+    fn server_timeout_note(&self) -> &'static str {
+        "the server timed out waiting for a request"
+    }
+
+    fn finish(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        mut tally: Tally,
+        stop_reason: StopReason,
+    ) -> PointResult {
+        let mean_gap_ns = 1e9 / self.rate.max(1e-9);
+        let lateness = distribution(&self.lateness, &[], 1.0);
+        let missed = lateness.count > 0 && lateness.p50 > MISSED_FRACTION * mean_gap_ns;
+        let (sent, received) = (self.sent, self.received);
+        let lost = sent.saturating_sub(received);
+        for note in notes(self, &lateness, missed, mean_gap_ns, lost) {
+            tally.notes.push(note);
+        }
+        let delivered = estimate(&self.delivered);
+        let mbps = |x: f64| x * self.size as f64 * 8.0 / 1e6;
+        let throughput = Estimate {
+            mean: mbps(delivered.mean),
+            ci95: delivered.ci95.map(mbps),
+            max: mbps(delivered.max),
+            trials: delivered.trials,
+        };
+        let moved = tally.client.bytes_sent + tally.client.bytes_received;
+        let mut p = tally.point(
+            spec,
+            timed.size,
+            sent,
+            throughput,
+            stop_reason,
+            (moved, moved),
+        );
+        p.latency = Some(Latency {
+            rtt_ns: distribution(&self.hist, &self.means, 1.0),
+            half_rtt_ns: distribution(&self.hist, &self.means, 0.5),
+        });
+        p.loss = self.datagram.then(|| Loss {
+            sent,
+            received,
+            lost,
+            ratio: Loss::ratio_of(lost, sent),
+            late: self.late,
+            send_errors: p.client.send_errors.total(),
+            ..Default::default()
+        });
+        p.rate = Some(RateFigures {
+            offered_rate: self.rate,
+            delivered_rate: delivered,
+            arrivals: self.arrivals,
+            sent,
+            received,
+            lost,
+            late: self.late,
+            lateness_ns: lateness,
+            schedule_missed: missed,
+            timeline: std::mem::take(&mut self.timeline),
+        });
+        p
+    }
+}
+
+/// `rate` × the best, over the checkpoints, of answers arrived by one ÷ requests due by it
+/// (`arrived_at[j]`: answers first counted at checkpoint j; `due_by[j]`: requests due by it).
+fn delivered(rate: f64, arrived_at: &[u64], due_by: &[u64]) -> f64 {
+    let mut arrived = 0u64;
+    let mut best = None::<f64>;
+    for (a, &due) in arrived_at.iter().zip(due_by) {
+        arrived += a;
+        if due > 0 {
+            let ratio = arrived as f64 / due as f64;
+            best = Some(best.map_or(ratio, |b| b.max(ratio)));
+        }
+    }
+    rate * best.unwrap_or(0.0)
+}
+
+/// The point's honesty notes: a schedule the sender could not keep, requests lost, late or
+/// not sent.
+fn notes(c: &Client, lateness: &Distribution, missed: bool, gap_ns: f64, lost: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    if missed {
+        out.push(format!(
+            "schedule missed: the sender could not keep the schedule, median lateness {:.1} µs is over {:.0}% of \
+             the {:.1} µs between requests (p99 {:.1} µs), so less than {:.0} msg/s was \
+             offered on time: lower --rate, or pin the client with --cpu",
+            lateness.p50 / 1e3,
+            MISSED_FRACTION * 100.0,
+            gap_ns / 1e3,
+            lateness.p99 / 1e3,
+            c.rate
+        ));
+    }
+    if lost > 0 {
+        out.push(format!(
+            "lost requests: {lost} of {} requests got no reply within {} ms of the last send",
+            c.sent,
+            GRACE.as_millis()
+        ));
+    }
+    if c.late > 0 {
+        out.push(format!(
+            "late replies: {} replies came over {} ms after their intended send time (or after \
+             their trial), counted late, not in the latency figures",
+            c.late,
+            GRACE.as_millis()
+        ));
+    }
+    if c.truncated > 0 {
+        out.push(format!(
+            "schedule truncated: {} trials drew more requests than their storage (1.5× the \
+             mean), the rest of their schedule was not sent",
+            c.truncated
+        ));
+    }
+    if c.refused > 0 {
+        out.push(format!(
+            "refused requests: {} requests were refused by this host's stack (see send_errors)",
+            c.refused
+        ));
+    }
+    if c.duplicates > 0 {
+        out.push(format!(
+            "duplicates: {} duplicate replies were ignored",
+            c.duplicates
+        ));
+    }
+    out
+}
+
+/// The server's side: the accepted endpoint echoes every request.
+struct Server(Accepted);
+
+impl Server {
+    fn open(
+        listener: Box<dyn DataListener>,
+        o: &ServerOpen,
+    ) -> Result<Box<dyn ServerPattern>, String> {
+        Ok(Box::new(Self(o.accept(listener)?)))
+    }
+}
+
+impl ServerPattern for Server {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.0.ep.as_mut())
+    }
+
+    fn run_trial(
+        &mut self,
+        t: &ServerTrial<'_>,
+        b: &mut ServerBuffers,
+    ) -> io::Result<SideCounters> {
+        let size = t.spec.size as usize;
+        let mut slots = Slots::new(&mut b.buf.as_mut()[..b.slot], size + 1, b.slot);
+        // Echo until the client ends the trial (and, on a stream, every request was echoed).
+        server_trial(
+            self.0.ep.as_mut(),
+            &mut slots,
+            size,
+            u64::MAX,
+            t.signals,
+            t.idle,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delivered;
+
+    #[test]
+    fn delivered_is_the_best_checkpoint_so_a_late_read_at_the_end_is_no_shortfall() {
+        // 1000/s for 1 s, checkpoints at 9/16 … 16/16: 562, 625, … 1000 requests due.
+        let due: Vec<u64> = (9..=16).map(|k| 1000 * k / 16).collect();
+        // Every answer on time, but the receiver was off the CPU for the last 60 ms: the
+        // last checkpoint sees 60 fewer — the others all of them.
+        let mut arrived: Vec<u64> = due
+            .iter()
+            .scan(0, |prev, &d| {
+                let a = d - *prev;
+                *prev = d;
+                Some(a)
+            })
+            .collect();
+        arrived[7] -= 60;
+        assert_eq!(delivered(1000.0, &arrived, &due), 1000.0);
+        // A saturated path carries 800/s of the 1000/s at every checkpoint.
+        let carried: Vec<u64> = (9..=16).map(|k| 800 * k / 16).collect();
+        let first: Vec<u64> = carried
+            .iter()
+            .scan(0, |prev, &c| {
+                let a = c - *prev;
+                *prev = c;
+                Some(a)
+            })
+            .collect();
+        let d = delivered(1000.0, &first, &due);
+        assert!((d - 800.0).abs() < 2.0, "{d}");
+        assert_eq!(delivered(1000.0, &[0; 8], &[0; 8]), 0.0);
+    }
+}
