@@ -4,8 +4,8 @@
 
 use crate::unix::SocketDir;
 use crate::{knobs, sys, tcpinfo};
-use netsweep_core::endpoint::{Endpoint, EndpointStats};
-use netsweep_core::spec::Transport;
+use netsweep_endpoint::{Endpoint, EndpointStats};
+use netsweep_model::spec::Transport;
 use netsweep_proto::messages::{DataEndpoint, GrantedKnobs};
 use socket2::Socket;
 use std::io;
@@ -17,9 +17,13 @@ use std::time::Duration;
 /// A connected data socket, bound to its session, before an api wraps it.
 #[derive(Debug)]
 pub struct Conn {
+    /// The connected socket.
     pub sock: Socket,
+    /// The transport it belongs to.
     pub transport: Transport,
+    /// True over IPv6.
     pub v6: bool,
+    /// The knobs as applied and read back, with notes.
     pub granted: GrantedKnobs,
     /// Keeps a unix transport's socket directory alive as long as the endpoint.
     pub guard: Option<Arc<SocketDir>>,
@@ -31,7 +35,7 @@ pub trait ConnListener: Send + std::fmt::Debug {
     fn endpoint(&self) -> DataEndpoint;
     /// Waits up to `timeout` for the client presenting `cookie`.
     fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Conn>;
-    /// See [`netsweep_core::endpoint::DataListener::prepare_crr`].
+    /// See [`netsweep_endpoint::DataListener::prepare_crr`].
     fn prepare_crr(&mut self, client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
         let _ = (client, slice);
         Err(io::Error::new(
@@ -39,7 +43,7 @@ pub trait ConnListener: Send + std::fmt::Debug {
             "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream)",
         ))
     }
-    /// See [`netsweep_core::endpoint::DataListener::accept_crr`].
+    /// See [`netsweep_endpoint::DataListener::accept_crr`].
     fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -57,6 +61,7 @@ pub struct BasicEndpoint {
 }
 
 impl BasicEndpoint {
+    /// Wraps a connected socket: one send(2)/recv(2) per call.
     pub fn new(conn: Conn) -> Self {
         let fd = conn.sock.as_raw_fd();
         let datagram = conn.transport.is_datagram();
@@ -105,7 +110,7 @@ pub fn message_size_error(e: io::Error, len: usize, conn: &Conn) -> io::Error {
         return e;
     }
     let t = conn.transport;
-    let msg = if t.is_ip() {
+    let msg = if crate::registry::descriptor(t).is_ip() {
         let mode = conn.granted.pmtu.as_deref().unwrap_or("want");
         let mtu = knobs::path_mtu(conn.sock.as_raw_fd(), conn.v6);
         let hdr = if conn.v6 { 48 } else { 28 };
@@ -118,7 +123,7 @@ pub fn message_size_error(e: io::Error, len: usize, conn: &Conn) -> io::Error {
             ),
             _ => format!(
                 "{len}-byte datagram is larger than one {t} datagram can carry ({} bytes): lower --sizes",
-                t.max_message(conn.v6).unwrap_or(0)
+                crate::registry::descriptor(t).max_message(conn.v6).unwrap_or(0)
             ),
         }
     } else {
@@ -152,7 +157,17 @@ impl Endpoint for BasicEndpoint {
     fn stats(&mut self) -> EndpointStats {
         self.tcp_stats()
     }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
+    fn try_clone(&self) -> io::Result<Box<dyn Endpoint>> {
+        let c = &self.conn;
+        Ok(Box::new(BasicEndpoint::new(Conn {
+            sock: c.sock.try_clone()?,
+            transport: c.transport,
+            v6: c.v6,
+            granted: c.granted.clone(),
+            guard: c.guard.clone(),
+        })))
+    }
+    fn raw_fd(&self) -> Option<RawFd> {
+        Some(self.fd)
     }
 }

@@ -30,3 +30,16 @@ pub fn left(deadline: Instant, what: &str) -> io::Result<Duration> {
         Ok(d)
     }
 }
+
+/// A wait that ended without news — its timeout, or a signal — to retry until the deadline.
+///
+/// EINTR counts: a socket with SO_RCVTIMEO is not restarted after a signal, and a signal that
+/// is ignored still wakes the thread when another thread blocks it. `netsweep serve` gets
+/// SIGCHLD from the tools it runs for host facts while another session waits for its client's
+/// data connection; taking that for a failure refused the client.
+pub fn is_wait(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+    )
+}

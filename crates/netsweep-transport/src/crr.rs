@@ -3,7 +3,7 @@
 //!
 //! Client: [`Connector`] resolves the address and turns the knobs into plain setsockopt
 //! calls once; each connection is socket(2), those setsockopt(2)s, connect(2). No readback,
-//! no dup, no cookie write: the cookie rides in the request (see `netsweep_core::pattern::crr`).
+//! no dup, no cookie write: the cookie rides in the request (see `netsweep_engine::pattern::crr`).
 //! Server: [`Accepting`] sets the timeouts on the listener once; Linux TCP sockets inherit
 //! them (and every knob but SO_PRIORITY) from the listener on accept, unix sockets inherit
 //! nothing, so what does not inherit is set on each accepted socket; MPTCP's accept ignores
@@ -11,8 +11,8 @@
 //! session client's are closed unread.
 
 use crate::knobs::{self, Setting};
-use netsweep_core::endpoint::CrrConnector;
-use netsweep_core::spec::Transport;
+use netsweep_endpoint::CrrConnector;
+use netsweep_model::spec::Transport;
 use netsweep_proto::messages::{GrantedKnobs, Knobs};
 use socket2::{Domain, Protocol, SockAddr, SockRef, Socket, Type};
 use std::io;

@@ -5,15 +5,106 @@
 //! Stream clients write the 8-byte session cookie first; datagram clients resend it until the
 //! server echoes it back.
 
+use crate::api::{self, Side};
 use crate::basic::{Conn, ConnListener};
+use crate::descriptor::{
+    probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES_BIDIR,
+};
 use crate::{cookie, crr, knobs};
-use netsweep_core::spec::Transport;
-use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
+use netsweep_endpoint::{CrrConnector, DataListener, Endpoint};
+use netsweep_model::spec::{Api, Transport};
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+/// `tcp`: the kernel's TCP over IPv4 or IPv6.
+pub static TCP: Descriptor = Descriptor {
+    transport: Transport::Tcp,
+    family: None,
+    default_ceiling: 8 << 20,
+    max_message: None,
+    apis: &[
+        Api::Basic,
+        Api::Zerocopy,
+        Api::Sendfile,
+        Api::Splice,
+        Api::Uring,
+    ],
+    patterns: CONNECTED_BIDIR,
+    knobs: knobs::TCP,
+    polls: false,
+    probe: || probe_socket(Transport::Tcp, || open(Transport::Tcp, PROBE_ADDR)),
+    listen: |s, bind, api| listen(Transport::Tcp, s, bind, api),
+    connect: |p, cookie, api| connect(Transport::Tcp, p, cookie, api),
+    crr: Some(|p| crr_connector(Transport::Tcp, p)),
+};
+
+/// `udp`: the kernel's UDP over IPv4 or IPv6.
+pub static UDP: Descriptor = Descriptor {
+    transport: Transport::Udp,
+    family: None,
+    default_ceiling: UDP_LIMIT.v4,
+    max_message: Some(UDP_LIMIT),
+    apis: &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring, Api::Gso],
+    patterns: MESSAGES_BIDIR,
+    knobs: knobs::UDP,
+    polls: false,
+    probe: || probe_socket(Transport::Udp, || open(Transport::Udp, PROBE_ADDR)),
+    listen: |s, bind, api| listen(Transport::Udp, s, bind, api),
+    connect: |p, cookie, api| connect(Transport::Udp, p, cookie, api),
+    crr: None,
+};
+
+/// The largest UDP (and UDP-Lite) payload: 65535 − 20 (IPv4 header) − 8, or 65535 − 8 over
+/// IPv6, whose payload length leaves out its own header.
+pub const UDP_LIMIT: MessageLimit = MessageLimit {
+    v4: 65_507,
+    v6: 65_527,
+};
+
+/// Where the probes open their socket: binding is never needed, only the family.
+const PROBE_ADDR: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The probe of `mptcp` and `udplite`, whose refusals [`open`] already explains.
+pub fn probe_explained(t: Transport) -> Result<Option<Socket>, String> {
+    open(t, PROBE_ADDR).map(Some).map_err(|e| e.to_string())
+}
+
+/// The server side of an IP transport: a stream listener (`tcp`, `mptcp`) or a datagram
+/// socket waiting for the cookie (`udp`, `udplite`).
+pub fn listen(
+    t: Transport,
+    setup: &SessionSetup,
+    bind: IpAddr,
+    api: Api,
+) -> io::Result<Box<dyn DataListener>> {
+    let k = &setup.server_knobs;
+    let inner: Box<dyn ConnListener> = if t.is_datagram() {
+        Box::new(DgramListener::open(t, bind, k)?)
+    } else {
+        Box::new(StreamListener::open(t, bind, k)?)
+    };
+    Ok(api::listener(inner, api))
+}
+
+/// The client side of an IP transport, wrapped in `api`.
+pub fn connect(t: Transport, p: &Peer<'_>, cookie: u64, api: Api) -> io::Result<Box<dyn Endpoint>> {
+    let conn = if t.is_datagram() {
+        dgram_connect(t, p.addr(), p.knobs, cookie, p.timeout)?
+    } else {
+        stream_connect(t, p.addr(), p.knobs, cookie, p.timeout)?
+    };
+    api::wrap(conn, api, Side::Client)
+}
+
+/// The crr connector of `tcp` and `mptcp`.
+pub fn crr_connector(t: Transport, p: &Peer<'_>) -> io::Result<Box<dyn CrrConnector>> {
+    let addr = SockAddr::from(p.addr());
+    Ok(Box::new(crr::Connector::new(t, addr, p.knobs, p.timeout)?))
+}
 
 fn domain(ip: IpAddr) -> Domain {
     if ip.is_ipv4() {
@@ -69,6 +160,7 @@ pub struct StreamListener {
 }
 
 impl StreamListener {
+    /// Binds a listening socket on `bind`, port chosen by the kernel, knobs applied first.
     pub fn open(t: Transport, bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
         let sock = open(t, bind)?;
         sock.set_reuse_address(true)?;
@@ -76,7 +168,9 @@ impl StreamListener {
         // Buffer sizes must be set before listen() so the window scale is chosen for them.
         let notes = knobs::apply(&sock, knobs, t, v6)?;
         sock.bind(&SockAddr::from(SocketAddr::new(bind, 0)))?;
-        sock.listen(16)?;
+        // Room for `--flows`' connections arriving faster than the session accepts them
+        // (a full queue drops the SYN and costs the client a second's retransmission).
+        sock.listen(crate::descriptor::BACKLOG)?;
         let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
         Ok(Self {
             sock,
@@ -127,6 +221,8 @@ impl ConnListener for StreamListener {
             }
             let (conn, _) = match self.sock.accept() {
                 Ok(c) => c,
+                // A signal: the deadline decides.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -191,13 +287,6 @@ fn dgram_socket(
     Ok((sock, notes))
 }
 
-fn is_wait(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
 /// The server's `udp`/`udplite` data socket, waiting for the client's cookie datagram.
 #[derive(Debug)]
 pub struct DgramListener {
@@ -208,6 +297,7 @@ pub struct DgramListener {
 }
 
 impl DgramListener {
+    /// Binds the data socket on `bind`, port chosen by the kernel.
     pub fn open(t: Transport, bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
         let (sock, notes) = dgram_socket(t, SocketAddr::new(bind, 0), knobs)?;
         let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
@@ -261,7 +351,7 @@ impl ConnListener for DgramListener {
                     });
                 }
                 Ok(_) => {}
-                Err(e) if is_wait(&e) => {}
+                Err(e) if cookie::is_wait(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -297,7 +387,7 @@ pub fn dgram_connect(
         match r.read(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
-            Err(e) if is_wait(&e) => {}
+            Err(e) if cookie::is_wait(&e) => {}
             // ICMP port unreachable from an earlier attempt: the server may not be bound yet.
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => std::thread::sleep(wait),
             Err(e) => return Err(e),

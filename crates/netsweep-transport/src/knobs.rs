@@ -5,7 +5,7 @@
 //! kernel did not see. Errors name the knob and say the fix.
 
 use crate::sys;
-use netsweep_core::spec::Transport;
+use netsweep_model::spec::Transport;
 use netsweep_proto::messages::{GrantedKnobs, Knobs};
 use socket2::Socket;
 use std::io;
@@ -14,19 +14,30 @@ use std::os::fd::{AsRawFd, RawFd};
 /// A knob by its command-line name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Knob {
+    /// `--sndbuf`: SO_SNDBUF.
     Sndbuf,
+    /// `--rcvbuf`: SO_RCVBUF.
     Rcvbuf,
+    /// `--nodelay`: TCP_NODELAY.
     Nodelay,
+    /// `--cc`: TCP_CONGESTION.
     CongestionControl,
+    /// `--tos`/`--dscp`: IP_TOS or IPV6_TCLASS.
     Tos,
+    /// `--priority`: SO_PRIORITY.
     Priority,
+    /// `--no-check`: SO_NO_CHECK (udp over IPv4).
     NoCheck,
+    /// `--busy-poll`: SO_BUSY_POLL.
     BusyPoll,
+    /// `--pmtu`: IP_MTU_DISCOVER or IPV6_MTU_DISCOVER.
     Pmtu,
+    /// `--interface`: the packet transport's interface.
     Interface,
 }
 
 impl Knob {
+    /// The knob's command-line name.
     pub fn name(self) -> &'static str {
         match self {
             Knob::Sndbuf => "sndbuf",
@@ -43,20 +54,43 @@ impl Knob {
     }
 }
 
-/// True when a knob means something on a transport.
+/// The knobs of a socket of any kind: its buffers.
+pub const BUFFERS: &[Knob] = &[Knob::Sndbuf, Knob::Rcvbuf];
+/// The knobs of an IP socket. skb->priority selects a qdisc band or class: it means
+/// something wherever a frame meets a qdisc.
+pub const IP: &[Knob] = &[
+    Knob::Sndbuf,
+    Knob::Rcvbuf,
+    Knob::Tos,
+    Knob::Pmtu,
+    Knob::BusyPoll,
+    Knob::Priority,
+];
+/// The knobs of a TCP (or MPTCP) socket: IP's, Nagle and congestion control.
+pub const TCP: &[Knob] = &[
+    Knob::Sndbuf,
+    Knob::Rcvbuf,
+    Knob::Tos,
+    Knob::Pmtu,
+    Knob::BusyPoll,
+    Knob::Priority,
+    Knob::Nodelay,
+    Knob::CongestionControl,
+];
+/// The knobs of a UDP socket: IP's and SO_NO_CHECK.
+pub const UDP: &[Knob] = &[
+    Knob::Sndbuf,
+    Knob::Rcvbuf,
+    Knob::Tos,
+    Knob::Pmtu,
+    Knob::BusyPoll,
+    Knob::Priority,
+    Knob::NoCheck,
+];
+
+/// True when a knob means something on a transport (its descriptor's `knobs`).
 pub fn applies(k: Knob, t: Transport) -> bool {
-    use Transport::*;
-    let tcp = matches!(t, Tcp | Mptcp);
-    let ip = t.is_ip();
-    match k {
-        Knob::Sndbuf | Knob::Rcvbuf => true,
-        Knob::Nodelay | Knob::CongestionControl => tcp,
-        Knob::Tos | Knob::Pmtu | Knob::BusyPoll => ip,
-        // skb->priority selects a qdisc band or class: meaningful wherever a frame meets a qdisc.
-        Knob::Priority => ip || t == Packet,
-        Knob::NoCheck => t == Udp,
-        Knob::Interface => t == Packet,
-    }
+    crate::registry::descriptor(t).knobs.contains(&k)
 }
 
 fn not_applicable(k: Knob, t: Transport) -> String {
@@ -113,8 +147,11 @@ pub fn available_congestion_control() -> String {
 pub struct Setting {
     /// The knob it came from (names the error); `None` for settings netsweep adds itself.
     pub knob: Option<Knob>,
+    /// setsockopt(2)'s level (SOL_SOCKET, IPPROTO_TCP, …).
     pub level: libc::c_int,
+    /// setsockopt(2)'s option name.
     pub name: libc::c_int,
+    /// The option's value, as the kernel reads it.
     pub value: Vec<u8>,
 }
 
@@ -379,7 +416,7 @@ pub fn path_mtu(fd: RawFd, v6: bool) -> Option<u32> {
 }
 
 /// Reads the knobs back from the kernel after the socket is connected. Linux doubles
-/// SO_SNDBUF/SO_RCVBUF for bookkeeping overhead and clamps them to net.core.[rw]mem_max, and
+/// SO_SNDBUF/SO_RCVBUF for bookkeeping overhead and clamps them to `net.core.[rw]mem_max`, and
 /// masks the ECN bits of a TCP socket's TOS: a note says when the grant differs.
 pub fn granted(
     sock: &Socket,
@@ -397,14 +434,13 @@ pub fn granted(
         notes,
         ..Default::default()
     };
-    let tcp = matches!(t, Transport::Tcp | Transport::Mptcp);
-    if tcp {
+    if applies(Knob::Nodelay, t) {
         g.nodelay = sys::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY)
             .ok()
             .map(|v| v != 0);
         g.congestion_control = congestion_control(sock);
     }
-    if t.is_ip() {
+    if crate::registry::descriptor(t).is_ip() {
         let tos = if v6 {
             sys::get_int(fd, libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
         } else {
@@ -427,7 +463,7 @@ pub fn granted(
             .ok()
             .map(|v| v.max(0) as u32);
     }
-    if t == Transport::Udp && !v6 {
+    if applies(Knob::NoCheck, t) && !v6 {
         g.no_check = sys::get_int(fd, libc::SOL_SOCKET, sys::SO_NO_CHECK)
             .ok()
             .map(|v| v != 0);

@@ -5,7 +5,7 @@
 
 use crate::basic::{BasicEndpoint, Conn};
 use crate::sys;
-use netsweep_core::endpoint::{Endpoint, EndpointStats};
+use netsweep_endpoint::{Endpoint, EndpointStats};
 use netsweep_proto::messages::GrantedKnobs;
 use std::io;
 use std::os::fd::RawFd;
@@ -180,6 +180,7 @@ pub struct MmsgEndpoint {
 }
 
 impl MmsgEndpoint {
+    /// Wraps a connected datagram socket: batches go through sendmmsg/recvmmsg.
     pub fn new(conn: Conn) -> Self {
         Self {
             inner: BasicEndpoint::new(conn),
@@ -227,8 +228,5 @@ impl Endpoint for MmsgEndpoint {
     }
     fn stats(&mut self) -> EndpointStats {
         self.inner.stats()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
     }
 }

@@ -1,7 +1,26 @@
 //! `mptcp`: Multipath TCP (IPPROTO_MPTCP = 262) stream sockets. The data path is the IP
 //! stream code in `ip.rs`; this module explains why MPTCP may be unavailable.
 
+use crate::descriptor::{Descriptor, CONNECTED_BIDIR};
+use crate::{ip, knobs};
+use netsweep_model::spec::{Api, Transport};
 use std::io;
+
+/// `mptcp`: Multipath TCP, the IP stream data path with IPPROTO_MPTCP.
+pub static MPTCP: Descriptor = Descriptor {
+    transport: Transport::Mptcp,
+    family: None,
+    default_ceiling: 8 << 20,
+    max_message: None,
+    apis: &[Api::Basic, Api::Sendfile],
+    patterns: CONNECTED_BIDIR,
+    knobs: knobs::TCP,
+    polls: false,
+    probe: || ip::probe_explained(Transport::Mptcp),
+    listen: |s, bind, api| ip::listen(Transport::Mptcp, s, bind, api),
+    connect: |p, cookie, api| ip::connect(Transport::Mptcp, p, cookie, api),
+    crr: Some(|p| ip::crr_connector(Transport::Mptcp, p)),
+};
 
 /// The value of net.mptcp.enabled in this network namespace, when readable.
 pub fn enabled_sysctl() -> Option<String> {

@@ -1,23 +1,55 @@
-//! The transport registry: makes endpoints for a session by transport and api name, says which
-//! apis each transport supports, and whether each transport and api works on this host (and if
-//! not, why: missing privilege, kernel feature, sysctl).
+//! The transport registry: a table of [`Descriptor`]s, one per transport, and the lookups
+//! built on it — the [`TransportFactory`] that opens a session's data path, the api × pattern
+//! check, and whether each transport and api works on this host (and if not, why: missing
+//! privilege, kernel feature, sysctl).
+//!
+//! **Adding a transport** is one new file and one line here, once it is named in the model
+//! (`Transport` in netsweep-model's spec.rs: the variant, its name and aliases, whether it is
+//! a datagram transport, its place in `ALL` — the results schema's vocabulary). Write
+//! `src/<name>.rs` with its data path and a `pub static <NAME>: Descriptor` (address family,
+//! size limits, apis, patterns, knobs, probe, listen, connect, crr connector), then add
+//! `&<name>::<NAME>` to [`TRANSPORTS`] in `Transport::ALL`'s order. `netsweep list`, the CLI
+//! checks and defaults, the server and the conformance tests read it from the table.
 
-use crate::basic::{BasicEndpoint, Conn, ConnListener};
-use crate::mmsg::MmsgEndpoint;
-use crate::sendfile::SendfileEndpoint;
-use crate::splice::SpliceEndpoint;
-use crate::uring::UringEndpoint;
-use crate::zerocopy::ZerocopyEndpoint;
-use crate::{ip, packet, shm, unix};
-use netsweep_core::endpoint::{CrrConnector, DataListener, Endpoint, TransportFactory};
-use netsweep_core::spec::{Api, Pattern, Transport};
-use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
-use socket2::SockAddr;
+use crate::descriptor::{unsupported, Descriptor, Peer};
+use crate::{ip, mpi, mptcp, packet, shm, udplite, unix};
+use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, TransportFactory};
+use netsweep_model::spec::{Api, Pattern, Transport};
+use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
-use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::net::IpAddr;
 use std::time::Duration;
+
+/// Every transport this build implements, in `Transport::ALL`'s (listing) order: a new
+/// `Transport` without its line here does not compile.
+pub static TRANSPORTS: [&Descriptor; Transport::ALL.len()] = [
+    &ip::TCP,
+    &ip::UDP,
+    &unix::UNIX_STREAM,
+    &unix::UNIX_DGRAM,
+    &unix::UNIX_SEQPACKET,
+    &packet::PACKET,
+    &mptcp::MPTCP,
+    &udplite::UDPLITE,
+    &shm::SHM,
+    &mpi::MPI,
+];
+
+// Entry `i` describes `Transport::ALL[i]`, whose discriminant is `i`: checked when compiling,
+// so the lookup below is an index that cannot miss.
+const _: () = {
+    let mut i = 0;
+    while i < TRANSPORTS.len() {
+        assert!(TRANSPORTS[i].transport as usize == i);
+        assert!(Transport::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+/// The descriptor of `t`.
+pub fn descriptor(t: Transport) -> &'static Descriptor {
+    TRANSPORTS[t as usize]
+}
 
 /// Every transport this build implements, behind one [`TransportFactory`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -25,20 +57,16 @@ pub struct Registry;
 
 /// The apis `t` supports, `basic` first.
 pub fn supported_apis(t: Transport) -> &'static [Api] {
-    t.apis()
+    descriptor(t).apis
 }
 
 /// Checks a transport × api × pattern combination; the error lists what `t` supports.
 pub fn check(t: Transport, api: Api, pattern: Pattern) -> Result<(), String> {
-    t.check_api(api, pattern)
-}
-
-fn unsupported(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::Unsupported, msg)
+    descriptor(t).check(api, pattern)
 }
 
 /// Parses and checks the session's transport, api and pattern.
-fn parse(setup: &SessionSetup) -> io::Result<(Transport, Api)> {
+fn parse(setup: &SessionSetup) -> io::Result<(&'static Descriptor, Api)> {
     let t = Transport::parse(&setup.transport).ok_or_else(|| {
         unsupported(format!(
             "unknown transport {:?}: `netsweep list` shows the ones this build has",
@@ -56,87 +84,15 @@ fn parse(setup: &SessionSetup) -> io::Result<(Transport, Api)> {
         })?
     };
     let pattern = Pattern::parse(&setup.pattern).unwrap_or(Pattern::Stream);
-    check(t, api, pattern).map_err(unsupported)?;
-    Ok((t, api))
-}
-
-/// Which end an endpoint serves: some apis act on one side only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Client,
-    Server,
-}
-
-/// Wraps a connected socket in the endpoint of `api`.
-pub fn wrap(conn: Conn, api: Api, side: Side) -> io::Result<Box<dyn Endpoint>> {
-    Ok(match (api, side) {
-        (Api::Basic, _) => Box::new(BasicEndpoint::new(conn)),
-        (Api::Mmsg, _) => Box::new(MmsgEndpoint::new(conn)),
-        (Api::Zerocopy, _) => Box::new(ZerocopyEndpoint::new(conn)?),
-        (Api::Uring, _) => Box::new(UringEndpoint::new(conn)?),
-        (Api::Sendfile, Side::Client) => Box::new(SendfileEndpoint::new(conn)),
-        (Api::Splice, Side::Server) => Box::new(SpliceEndpoint::new(conn)),
-        (Api::Sendfile, Side::Server) => {
-            let mut conn = conn;
-            conn.granted
-                .notes
-                .push("sendfile acts on the client's sends; this side uses send(2)".into());
-            Box::new(BasicEndpoint::new(conn))
-        }
-        (Api::Splice, Side::Client) => {
-            let mut conn = conn;
-            conn.granted.notes.push(
-                "splice acts on the server's (receiver's) side; this side uses send(2)".into(),
-            );
-            Box::new(BasicEndpoint::new(conn))
-        }
-    })
-}
-
-/// A socket listener whose accepted connection is wrapped in the session's api.
-#[derive(Debug)]
-struct ApiListener {
-    inner: Box<dyn ConnListener>,
-    api: Api,
-}
-
-impl DataListener for ApiListener {
-    fn endpoint(&self) -> DataEndpoint {
-        self.inner.endpoint()
-    }
-    fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
-        wrap(self.inner.accept(cookie, timeout)?, self.api, Side::Server)
-    }
-    fn prepare_crr(&mut self, client: IpAddr, slice: Duration) -> io::Result<GrantedKnobs> {
-        self.inner.prepare_crr(client, slice)
-    }
-    #[inline]
-    fn accept_crr(&mut self) -> io::Result<Option<OwnedFd>> {
-        self.inner.accept_crr()
-    }
+    let d = descriptor(t);
+    d.check(api, pattern).map_err(unsupported)?;
+    Ok((d, api))
 }
 
 impl TransportFactory for Registry {
     fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>> {
-        let (t, api) = parse(setup)?;
-        let k = &setup.server_knobs;
-        let inner: Box<dyn ConnListener> = match t {
-            Transport::Tcp | Transport::Mptcp => Box::new(ip::StreamListener::open(t, bind, k)?),
-            Transport::Udp | Transport::Udplite => Box::new(ip::DgramListener::open(t, bind, k)?),
-            Transport::UnixStream | Transport::UnixSeqpacket => {
-                Box::new(unix::UnixStreamListener::open(t, k)?)
-            }
-            Transport::UnixDgram => Box::new(unix::UnixDgramListener::open(k)?),
-            Transport::Packet => {
-                return Ok(Box::new(packet::PacketListener::open(
-                    setup,
-                    bind,
-                    api == Api::Mmsg,
-                )?))
-            }
-            Transport::Shm => return Ok(Box::new(shm::ShmListener::open(setup)?)),
-        };
-        Ok(Box::new(ApiListener { inner, api }))
+        let (d, api) = parse(setup)?;
+        (d.listen)(setup, bind, api)
     }
 
     fn connect(
@@ -148,41 +104,15 @@ impl TransportFactory for Registry {
         cookie: u64,
         timeout: Duration,
     ) -> io::Result<Box<dyn Endpoint>> {
-        let (t, api) = parse(setup)?;
-        let path = || {
-            data.path.as_deref().map(Path::new).ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "the server sent no path for a unix or shm transport",
-                )
-            })
+        let (d, api) = parse(setup)?;
+        let peer = Peer {
+            setup,
+            knobs,
+            server,
+            data,
+            timeout,
         };
-        let addr = SocketAddr::new(server, data.port);
-        let conn = match t {
-            Transport::Tcp | Transport::Mptcp => {
-                ip::stream_connect(t, addr, knobs, cookie, timeout)?
-            }
-            Transport::Udp | Transport::Udplite => {
-                ip::dgram_connect(t, addr, knobs, cookie, timeout)?
-            }
-            Transport::UnixStream | Transport::UnixSeqpacket => {
-                unix::stream_connect(t, path()?, knobs, cookie, timeout)?
-            }
-            Transport::UnixDgram => unix::dgram_connect(path()?, knobs, cookie, timeout)?,
-            Transport::Packet => {
-                return packet::connect(
-                    setup,
-                    knobs,
-                    server,
-                    data,
-                    cookie,
-                    timeout,
-                    api == Api::Mmsg,
-                )
-            }
-            Transport::Shm => return shm::connect(path()?, knobs, cookie, timeout),
-        };
-        wrap(conn, api, Side::Client)
+        (d.connect)(&peer, cookie, api)
     }
 
     fn crr_connector(
@@ -193,36 +123,32 @@ impl TransportFactory for Registry {
         data: &DataEndpoint,
         timeout: Duration,
     ) -> io::Result<Box<dyn CrrConnector>> {
-        let (t, _) = parse(setup)?;
-        let addr = match t {
-            Transport::Tcp | Transport::Mptcp => SockAddr::from(SocketAddr::new(server, data.port)),
-            Transport::UnixStream => {
-                let p = data.path.as_deref().ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "the server sent no path for a unix transport",
-                    )
-                })?;
-                SockAddr::unix(p)?
-            }
-            _ => {
-                return Err(unsupported(format!(
-                    "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream), not {t}"
-                )))
-            }
-        };
-        Ok(Box::new(crate::crr::Connector::new(
-            t, addr, knobs, timeout,
-        )?))
+        let (d, _) = parse(setup)?;
+        let crr = d.crr.ok_or_else(|| {
+            unsupported(
+                d.check(Api::Basic, Pattern::Crr)
+                    .err()
+                    .unwrap_or_else(|| format!("{} has no crr connector", d.name())),
+            )
+        })?;
+        crr(&Peer {
+            setup,
+            knobs,
+            server,
+            data,
+            timeout,
+        })
     }
 }
 
 /// Whether a transport (or a transport × api) works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
+    /// The transport probed.
     pub transport: Transport,
     /// The api probed; `basic` for [`probe`].
     pub api: Api,
+    /// True when it works here.
     pub available: bool,
     /// Why not, when unavailable.
     pub reason: Option<String>,
@@ -237,95 +163,145 @@ fn result(t: Transport, api: Api, r: Result<(), String>) -> Probe {
     }
 }
 
-fn try_socket(t: Transport) -> Result<socket2::Socket, String> {
-    use socket2::{Domain, Socket, Type};
-    let r = match t {
-        Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite => {
-            ip::open(t, IpAddr::from([127, 0, 0, 1]))
-        }
-        Transport::UnixStream => Socket::new(Domain::UNIX, Type::STREAM, None),
-        Transport::UnixDgram => Socket::new(Domain::UNIX, Type::DGRAM, None),
-        Transport::UnixSeqpacket => Socket::new(Domain::UNIX, Type::SEQPACKET, None),
-        Transport::Packet => {
-            packet::probe()?;
-            // Opened only to check; never bound, so it receives nothing.
-            Socket::new(Domain::PACKET, Type::RAW, None)
-        }
-        Transport::Shm => {
-            return Err("shm has no socket (an internal error: probe it with shm::probe)".into())
-        }
-    };
-    r.map_err(|e| match t {
-        Transport::Mptcp | Transport::Udplite => e.to_string(),
-        _ => format!("cannot open a {t} socket: {e}"),
-    })
-}
-
-/// Tries to open a socket of the transport's kind (AF_PACKET checks CAP_NET_RAW; MPTCP
-/// reports net.mptcp.enabled).
+/// Opens what the transport's data path needs: a socket of its kind (AF_PACKET checks
+/// CAP_NET_RAW; MPTCP reports net.mptcp.enabled), or for shm a mapped shared-memory file.
 pub fn probe(t: Transport) -> Probe {
-    if t == Transport::Shm {
-        return result(t, Api::Basic, shm::probe());
-    }
-    result(t, Api::Basic, try_socket(t).map(drop))
+    result(t, Api::Basic, (descriptor(t).probe)().map(drop))
 }
 
-/// Tries the api on the transport: opens the socket and sets what the api needs
-/// (SO_ZEROCOPY, a memfd, a pipe and /dev/null, an io_uring with its opcodes; for shm, a
-/// mapped shared-memory file).
+/// Tries the api on the transport: opens the transport's socket and sets what the api needs
+/// (SO_ZEROCOPY, a memfd, a pipe and /dev/null, an io_uring with its opcodes).
 pub fn probe_api(t: Transport, api: Api) -> Probe {
+    let d = descriptor(t);
     let r = (|| {
-        if !t.apis().contains(&api) {
+        if !d.apis.contains(&api) {
             return Err(format!(
                 "{t} does not support {}: it supports {}",
                 api.name(),
-                t.apis()
-                    .iter()
-                    .map(|a| a.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                d.api_names()
             ));
         }
-        if t == Transport::Shm {
-            return shm::probe();
-        }
-        let sock = try_socket(t)?;
+        let sock = (d.probe)()?;
         match api {
             Api::Basic | Api::Mmsg => Ok(()),
             Api::Uring => crate::uring::probe(),
+            Api::Gso => {
+                use std::os::fd::AsRawFd;
+                let sock = sock.ok_or_else(|| format!("{t} has no socket for gso"))?;
+                crate::gso::enable(sock.as_raw_fd()).map_err(|e| e.to_string())
+            }
             Api::Zerocopy => {
                 use std::os::fd::AsRawFd;
+                let sock = sock.ok_or_else(|| format!("{t} has no socket for zerocopy"))?;
                 crate::zerocopy::enable(sock.as_raw_fd()).map_err(|e| e.to_string())
             }
             Api::Sendfile => crate::sendfile::pattern_file(1)
                 .map(drop)
                 .map_err(|e| e.to_string()),
-            Api::Splice => {
-                let mut s = SpliceEndpointProbe;
-                s.run().map_err(|e| e.to_string())
-            }
+            Api::Splice => crate::splice::probe().map_err(|e| e.to_string()),
         }
     })();
     result(t, api, r)
 }
 
-/// Checks that a pipe and /dev/null are available for splice.
-struct SpliceEndpointProbe;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsweep_model::spec::{Family, RunSpec};
 
-impl SpliceEndpointProbe {
-    fn run(&mut self) -> io::Result<()> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors we close below.
-        crate::sys::cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
-        // SAFETY: closing the pipe opened above.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
+    #[test]
+    fn the_table_has_every_transport_once_in_listing_order() {
+        let names: Vec<Transport> = TRANSPORTS.iter().map(|d| d.transport).collect();
+        assert_eq!(names, Transport::ALL);
+        for d in TRANSPORTS {
+            assert_eq!(d.apis[0], Api::Basic, "{}", d.name());
+            assert_eq!(
+                d.crr.is_some(),
+                d.patterns.contains(&Pattern::Crr),
+                "{}: a crr connector exactly when crr is a pattern",
+                d.name()
+            );
+            if let Some(m) = d.max_message {
+                assert!(m.v4 <= m.v6 && d.default_ceiling <= m.v4, "{}", d.name());
+            }
         }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/null")
-            .map(drop)
-            .map_err(|e| io::Error::new(e.kind(), format!("/dev/null: {e}")))
+    }
+
+    #[test]
+    fn api_support_is_checked_with_a_fix() {
+        assert_eq!(check(Transport::Udp, Api::Mmsg, Pattern::Stream), Ok(()));
+        let e = check(Transport::Tcp, Api::Mmsg, Pattern::Stream).unwrap_err();
+        assert_eq!(
+            e,
+            "tcp does not support --api mmsg: it supports basic, zerocopy, sendfile, splice, uring"
+        );
+        assert!(check(Transport::Tcp, Api::Splice, Pattern::Pingpong)
+            .unwrap_err()
+            .contains("--pattern stream"));
+        for t in [Transport::Tcp, Transport::Udp] {
+            assert_eq!(check(t, Api::Uring, Pattern::Stream), Ok(()));
+            assert_eq!(check(t, Api::Uring, Pattern::Pingpong), Ok(()));
+        }
+        assert_eq!(check(Transport::Udp, Api::Gso, Pattern::Stream), Ok(()));
+        assert!(check(Transport::Udp, Api::Gso, Pattern::Pingpong)
+            .unwrap_err()
+            .contains("--pattern stream"));
+        assert!(check(Transport::Udp, Api::Gso, Pattern::Bidir)
+            .unwrap_err()
+            .contains("--api basic"));
+        assert!(check(Transport::Udplite, Api::Gso, Pattern::Stream)
+            .unwrap_err()
+            .contains("EIO"));
+        assert!(check(Transport::Shm, Api::Uring, Pattern::Stream)
+            .unwrap_err()
+            .contains("supports basic"));
+        assert_eq!(
+            check(Transport::Udp, Api::Basic, Pattern::Crr).unwrap_err(),
+            "--pattern crr needs a connection-oriented transport (tcp, mptcp, unix-stream), not udp"
+        );
+        assert_eq!(
+            check(Transport::Tcp, Api::Zerocopy, Pattern::Crr).unwrap_err(),
+            "--pattern crr uses --api basic (one connection per transaction)"
+        );
+        let crr: Vec<&str> = TRANSPORTS
+            .iter()
+            .filter(|d| d.patterns.contains(&Pattern::Crr))
+            .map(|d| d.name())
+            .collect();
+        assert_eq!(
+            crr,
+            ["tcp", "unix-stream", "mptcp"],
+            "the crr error names these"
+        );
+    }
+
+    #[test]
+    fn limits_match_the_headers_they_come_from() {
+        let shm = descriptor(Transport::Shm);
+        assert!(!shm.datagram() && !shm.is_ip() && shm.max_message(false).is_none());
+        assert_eq!(shm.default_ceiling, 8 << 20);
+        let udp = descriptor(Transport::Udp);
+        // 65535 − IP header (20, or 0 for IPv6's payload length) − UDP header (8).
+        assert_eq!(udp.max_message(false), Some(65_535 - 20 - 8));
+        assert_eq!(udp.max_message(true), Some(65_535 - 8));
+        let packet = descriptor(Transport::Packet);
+        assert_eq!(packet.default_ceiling, 1500 - packet::HEADER);
+        assert_eq!(packet.family(Family::Ipv6), Family::Link);
+        assert_eq!(
+            descriptor(Transport::Tcp).family(Family::Ipv6),
+            Family::Ipv6
+        );
+    }
+
+    #[test]
+    fn a_spec_is_validated_against_its_descriptor() {
+        let mut s = RunSpec::new(Transport::Udp, Pattern::Stream, Family::Ipv4);
+        let udp = descriptor(Transport::Udp);
+        s.sizes = vec![70_000];
+        assert!(s.validate(udp).unwrap_err().contains("65507"));
+        s.sizes = vec![1472];
+        assert_eq!(s.validate(udp), Ok(()));
+        s.api = Api::Splice;
+        assert!(s.validate(udp).unwrap_err().contains("--api splice"));
     }
 }

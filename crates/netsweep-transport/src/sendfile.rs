@@ -7,7 +7,7 @@
 
 use crate::basic::{BasicEndpoint, Conn};
 use crate::sys;
-use netsweep_core::endpoint::{Endpoint, EndpointStats};
+use netsweep_endpoint::{Endpoint, EndpointStats};
 use netsweep_proto::messages::GrantedKnobs;
 use std::fs::File;
 use std::io::{self, Write};
@@ -45,6 +45,7 @@ pub fn pattern_file(len: usize) -> io::Result<File> {
 }
 
 impl SendfileEndpoint {
+    /// Wraps a connected socket: sends go through sendfile(2) from a memory file.
     pub fn new(conn: Conn) -> Self {
         let mut inner = BasicEndpoint::new(conn);
         inner.conn.granted.notes.push(
@@ -121,8 +122,5 @@ impl Endpoint for SendfileEndpoint {
     }
     fn stats(&mut self) -> EndpointStats {
         self.inner.stats()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
     }
 }

@@ -2,11 +2,11 @@
 //! socket → pipe with splice(2), then pipe → /dev/null, so they never reach user space. What
 //! is measured is the receive path without the copy to the application (the receiver cannot
 //! check the bytes). One `recv` is two or more system calls; the calls counted are the
-//! receives. Pingpong is refused (`Transport::check_api`): an echo needs the bytes.
+//! receives. Pingpong is refused (`Descriptor::check`): an echo needs the bytes.
 
 use crate::basic::{BasicEndpoint, Conn};
 use crate::sys;
-use netsweep_core::endpoint::{Endpoint, EndpointStats};
+use netsweep_endpoint::{Endpoint, EndpointStats};
 use netsweep_proto::messages::GrantedKnobs;
 use std::fs::File;
 use std::io;
@@ -24,6 +24,11 @@ struct Sink {
 
 /// Pipe size asked for (F_SETPIPE_SZ; capped by fs.pipe-max-size, 1 MiB by default).
 const PIPE_SIZE: usize = 1 << 20;
+
+/// Checks that a pipe (resized as a receiver's) and /dev/null are available for splice.
+pub fn probe() -> io::Result<()> {
+    sink().map(drop)
+}
 
 fn sink() -> io::Result<Sink> {
     let mut fds = [0; 2];
@@ -62,6 +67,7 @@ pub struct SpliceEndpoint {
 }
 
 impl SpliceEndpoint {
+    /// Wraps a connected stream socket: receives are spliced to /dev/null.
     pub fn new(conn: Conn) -> Self {
         let mut inner = BasicEndpoint::new(conn);
         inner.conn.granted.notes.push(
@@ -138,8 +144,5 @@ impl Endpoint for SpliceEndpoint {
     }
     fn stats(&mut self) -> EndpointStats {
         self.inner.stats()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
     }
 }

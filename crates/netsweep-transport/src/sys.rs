@@ -15,8 +15,9 @@ pub use libc::{
 pub const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 /// SO_EE_CODE_ZEROCOPY_COPIED (linux/errqueue.h).
 pub const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
-/// UDPLITE_SEND_CSCOV / UDPLITE_RECV_CSCOV (linux/udp.h).
+/// UDPLITE_SEND_CSCOV (linux/udp.h): the sender's checksum coverage.
 pub const UDPLITE_SEND_CSCOV: libc::c_int = 10;
+/// UDPLITE_RECV_CSCOV (linux/udp.h): the least coverage the receiver accepts.
 pub const UDPLITE_RECV_CSCOV: libc::c_int = 11;
 
 /// Turns a -1 return into the thread's errno.
@@ -237,8 +238,9 @@ pub fn has_capability(bit: u32) -> bool {
         .is_some_and(|caps| caps & (1u64 << bit) != 0)
 }
 
-/// CAP_NET_ADMIN and CAP_NET_RAW bit numbers.
+/// CAP_NET_ADMIN's bit number (linux/capability.h).
 pub const CAP_NET_ADMIN: u32 = 12;
+/// CAP_NET_RAW's bit number (linux/capability.h).
 pub const CAP_NET_RAW: u32 = 13;
 
 #[cfg(test)]

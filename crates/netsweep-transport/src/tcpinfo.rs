@@ -8,57 +8,109 @@ use std::os::fd::RawFd;
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TcpInfo {
+    /// TCP state (TCP_ESTABLISHED, …).
     pub state: u8,
+    /// Congestion-avoidance state (open, disorder, CWR, recovery, loss).
     pub ca_state: u8,
+    /// Unrecovered RTO timeouts of the segment at the head of the queue.
     pub retransmits: u8,
+    /// Unanswered zero-window probes.
     pub probes: u8,
+    /// RTO backoff exponent.
     pub backoff: u8,
+    /// TCPI_OPT_* flags: options negotiated (timestamps, SACK, window scale, ECN).
     pub options: u8,
+    /// Send (low nibble) and receive (high nibble) window scale.
     pub wscale: u8,
+    /// Bit 0: delivery rate app-limited; bit 1: fastopen cookie rejected.
     pub app_limited_flags: u8,
+    /// Retransmission timeout, µs.
     pub rto: u32,
+    /// Delayed-ACK timeout, µs.
     pub ato: u32,
+    /// Sending MSS, bytes.
     pub snd_mss: u32,
+    /// Receiving MSS estimate, bytes.
     pub rcv_mss: u32,
+    /// Segments sent and not yet acknowledged.
     pub unacked: u32,
+    /// Segments selectively acknowledged.
     pub sacked: u32,
+    /// Segments thought lost.
     pub lost: u32,
+    /// Segments retransmitted and still unacknowledged.
     pub retrans: u32,
+    /// Unused (forward-acknowledged segments, removed from the kernel).
     pub fackets: u32,
+    /// Milliseconds since data was last sent.
     pub last_data_sent: u32,
+    /// Unused (always 0).
     pub last_ack_sent: u32,
+    /// Milliseconds since data was last received.
     pub last_data_recv: u32,
+    /// Milliseconds since an ACK was last received.
     pub last_ack_recv: u32,
+    /// Path MTU, bytes.
     pub pmtu: u32,
+    /// Receive slow-start threshold (window clamp), bytes.
     pub rcv_ssthresh: u32,
+    /// Smoothed round-trip time, µs.
     pub rtt: u32,
+    /// Round-trip time variance, µs.
     pub rttvar: u32,
+    /// Slow-start threshold, segments.
     pub snd_ssthresh: u32,
+    /// Congestion window, segments.
     pub snd_cwnd: u32,
+    /// Advertised MSS, bytes.
     pub advmss: u32,
+    /// Reordering degree the sender tolerates, segments.
     pub reordering: u32,
+    /// Receiver-side RTT estimate, µs.
     pub rcv_rtt: u32,
+    /// Receive buffer space the autotuner aims for, bytes.
     pub rcv_space: u32,
+    /// Segments retransmitted over the connection’s life.
     pub total_retrans: u32,
+    /// Pacing rate, bytes per second.
     pub pacing_rate: u64,
+    /// Pacing rate ceiling (SO_MAX_PACING_RATE), bytes per second.
     pub max_pacing_rate: u64,
+    /// Bytes acknowledged (RFC 4898 tcpEStatsAppHCThruOctetsAcked).
     pub bytes_acked: u64,
+    /// Bytes received (RFC 4898 tcpEStatsAppHCThruOctetsReceived).
     pub bytes_received: u64,
+    /// Segments sent.
     pub segs_out: u32,
+    /// Segments received.
     pub segs_in: u32,
+    /// Bytes queued and not yet sent.
     pub notsent_bytes: u32,
+    /// Minimum RTT seen, µs.
     pub min_rtt: u32,
+    /// Segments received carrying data.
     pub data_segs_in: u32,
+    /// Segments sent carrying data.
     pub data_segs_out: u32,
+    /// Most recent delivery rate, bytes per second.
     pub delivery_rate: u64,
+    /// Time with data in flight, µs.
     pub busy_time: u64,
+    /// Time limited by the receive window, µs.
     pub rwnd_limited: u64,
+    /// Time limited by the send buffer, µs.
     pub sndbuf_limited: u64,
+    /// Segments delivered (acknowledged, SACKed included).
     pub delivered: u32,
+    /// Segments delivered with an ECN CE mark.
     pub delivered_ce: u32,
+    /// Bytes sent, retransmissions included.
     pub bytes_sent: u64,
+    /// Bytes retransmitted.
     pub bytes_retrans: u64,
+    /// Duplicate segments the peer reported with DSACK.
     pub dsack_dups: u32,
+    /// Reorderings seen.
     pub reord_seen: u32,
 }
 

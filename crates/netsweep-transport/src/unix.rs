@@ -4,10 +4,15 @@
 //! `unix-seqpacket` is connection-oriented like a stream (accept, cookie first) but keeps
 //! message boundaries and never loses: it is driven as a datagram transport whose loss is 0.
 
+use crate::api::{self, Side};
 use crate::basic::{Conn, ConnListener};
+use crate::descriptor::{
+    probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES, MESSAGES_BIDIR,
+};
 use crate::{cookie, crr, knobs};
-use netsweep_core::spec::Transport;
-use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs};
+use netsweep_endpoint::{DataListener, Endpoint};
+use netsweep_model::spec::{Api, Family, Transport};
+use netsweep_proto::messages::{DataEndpoint, GrantedKnobs, Knobs, SessionSetup};
 use socket2::{Domain, SockAddr, Socket, Type};
 use std::io;
 use std::net::IpAddr;
@@ -17,6 +22,100 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `unix-stream`: a connected SOCK_STREAM pair.
+pub static UNIX_STREAM: Descriptor = Descriptor {
+    transport: Transport::UnixStream,
+    family: Some(Family::Unix),
+    default_ceiling: 8 << 20,
+    max_message: None,
+    apis: &[Api::Basic, Api::Splice],
+    patterns: CONNECTED_BIDIR,
+    knobs: knobs::BUFFERS,
+    polls: false,
+    probe: || probe_socket(Transport::UnixStream, || socket(Transport::UnixStream)),
+    listen: |s, _, api| listen_stream(Transport::UnixStream, s, api),
+    connect: |p, cookie, api| connect_stream(Transport::UnixStream, p, cookie, api),
+    crr: Some(|p| {
+        let addr = SockAddr::unix(p.path()?)?;
+        let t = Transport::UnixStream;
+        Ok(Box::new(crr::Connector::new(t, addr, p.knobs, p.timeout)?))
+    }),
+};
+
+/// `unix-dgram`: SOCK_DGRAM between two bound socket files.
+pub static UNIX_DGRAM: Descriptor = Descriptor {
+    transport: Transport::UnixDgram,
+    family: Some(Family::Unix),
+    default_ceiling: DGRAM_CEILING,
+    max_message: Some(DGRAM_LIMIT),
+    apis: &[Api::Basic, Api::Mmsg],
+    patterns: MESSAGES_BIDIR,
+    knobs: knobs::BUFFERS,
+    polls: false,
+    probe: || probe_socket(Transport::UnixDgram, || socket(Transport::UnixDgram)),
+    listen: |s, _, api| {
+        Ok(api::listener(
+            Box::new(UnixDgramListener::open(&s.server_knobs)?),
+            api,
+        ))
+    },
+    connect: |p, cookie, api| {
+        let conn = dgram_connect(p.path()?, p.knobs, cookie, p.timeout)?;
+        api::wrap(conn, api, Side::Client)
+    },
+    crr: None,
+};
+
+/// `unix-seqpacket`: a connected SOCK_SEQPACKET pair.
+pub static UNIX_SEQPACKET: Descriptor = Descriptor {
+    transport: Transport::UnixSeqpacket,
+    family: Some(Family::Unix),
+    default_ceiling: DGRAM_CEILING,
+    max_message: Some(DGRAM_LIMIT),
+    apis: &[Api::Basic],
+    patterns: MESSAGES,
+    knobs: knobs::BUFFERS,
+    polls: false,
+    probe: || {
+        probe_socket(Transport::UnixSeqpacket, || {
+            socket(Transport::UnixSeqpacket)
+        })
+    },
+    listen: |s, _, api| listen_stream(Transport::UnixSeqpacket, s, api),
+    connect: |p, cookie, api| connect_stream(Transport::UnixSeqpacket, p, cookie, api),
+    crr: None,
+};
+
+/// The default sweep's ceiling for unix datagrams: the real bound follows
+/// net.core.wmem_default; 64 KiB is safe.
+const DGRAM_CEILING: u64 = 65_536;
+
+/// The largest unix datagram: the default socket send buffer (net.core.wmem_default).
+const DGRAM_LIMIT: MessageLimit = MessageLimit::same(212_992);
+
+fn socket(t: Transport) -> io::Result<Socket> {
+    Socket::new(Domain::UNIX, sock_type(t), None)
+}
+
+fn listen_stream(
+    t: Transport,
+    setup: &SessionSetup,
+    api: Api,
+) -> io::Result<Box<dyn DataListener>> {
+    let inner = UnixStreamListener::open(t, &setup.server_knobs)?;
+    Ok(api::listener(Box::new(inner), api))
+}
+
+fn connect_stream(
+    t: Transport,
+    p: &Peer<'_>,
+    cookie: u64,
+    api: Api,
+) -> io::Result<Box<dyn Endpoint>> {
+    let conn = stream_connect(t, p.path()?, p.knobs, cookie, p.timeout)?;
+    api::wrap(conn, api, Side::Client)
+}
+
 /// A private directory for socket files, removed on drop.
 #[derive(Debug)]
 pub struct SocketDir(PathBuf);
@@ -25,12 +124,13 @@ impl SocketDir {
     /// Creates `$TMPDIR/netsweep-<pid>-<random>` with mode 0700.
     pub fn new() -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        let r = netsweep_core::server::random_u64();
+        let r = netsweep_endpoint::random_u64();
         let p = std::env::temp_dir().join(format!("netsweep-{}-{r:016x}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&p)?;
         Ok(Self(p))
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -94,13 +194,14 @@ pub struct UnixStreamListener {
 }
 
 impl UnixStreamListener {
+    /// Binds and listens on a socket file in a fresh private directory.
     pub fn open(t: Transport, knobs: &Knobs) -> io::Result<Self> {
         let dir = Arc::new(SocketDir::new()?);
         let path = dir.path().join("data.sock");
         let sock = Socket::new(Domain::UNIX, sock_type(t), None)?;
         let notes = knobs::apply(&sock, knobs, t, false)?;
         sock.bind(&SockAddr::unix(&path)?)?;
-        sock.listen(4)?;
+        sock.listen(crate::descriptor::BACKLOG)?;
         Ok(Self {
             sock,
             path,
@@ -151,6 +252,8 @@ impl ConnListener for UnixStreamListener {
             )?))?;
             let (c, _) = match self.sock.accept() {
                 Ok(c) => c,
+                // A signal: the deadline decides.
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -217,6 +320,7 @@ pub struct UnixDgramListener {
 }
 
 impl UnixDgramListener {
+    /// Binds the server's datagram socket file in a fresh private directory.
     pub fn open(knobs: &Knobs) -> io::Result<Self> {
         let dir = Arc::new(SocketDir::new()?);
         let path = dir.path().join("data.sock");
@@ -269,11 +373,7 @@ impl ConnListener for UnixDgramListener {
                     ));
                 }
                 Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if cookie::is_wait(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -297,11 +397,7 @@ pub fn dgram_connect(path: &Path, knobs: &Knobs, want: u64, timeout: Duration) -
         match d.recv(&mut b) {
             Ok(n) if n == cookie::LEN && b[..n] == want.to_be_bytes() => break,
             Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if cookie::is_wait(&e) => {}
             Err(e) => return Err(e),
         }
     }

@@ -10,7 +10,7 @@
 
 use crate::basic::{BasicEndpoint, Conn};
 use crate::sys;
-use netsweep_core::endpoint::{Endpoint, EndpointStats};
+use netsweep_endpoint::{Endpoint, EndpointStats};
 use netsweep_proto::messages::GrantedKnobs;
 use std::io;
 use std::os::fd::RawFd;
@@ -120,6 +120,7 @@ pub struct ZerocopyEndpoint {
 }
 
 impl ZerocopyEndpoint {
+    /// Wraps a connected socket and sets SO_ZEROCOPY on it.
     pub fn new(conn: Conn) -> io::Result<Self> {
         let mut inner = BasicEndpoint::new(conn);
         enable(inner.fd)?;
@@ -204,8 +205,5 @@ impl Endpoint for ZerocopyEndpoint {
         s.zerocopy_completions = self.counts.completions;
         s.zerocopy_copied = self.counts.copied;
         s
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
     }
 }

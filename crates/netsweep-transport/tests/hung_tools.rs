@@ -2,7 +2,7 @@
 //! scripts that never finish, and the route lookup and host facts still come back (from
 //! their fallbacks) once the runner's timeout kills them. One process per file: it sets PATH.
 
-use netsweep_core::tool::QUERY_TIMEOUT;
+use netsweep_tool::QUERY_TIMEOUT;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ fn hung_ip_and_ethtool_are_given_up_at_the_timeout() {
     // One query's timeout and a margin, far below the 120 s the tool would take.
     assert!(t0.elapsed() < QUERY_TIMEOUT + Duration::from_secs(10));
 
-    let h = netsweep_core::hostinfo::collect("test");
+    let h = netsweep_engine::hostinfo::collect("test");
     let lo = h.interfaces.iter().find(|i| i.name == "lo").unwrap();
     assert!(lo.offloads.is_empty() && lo.addresses.is_empty() && lo.qdisc.is_none());
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use netsweep_core::spec::{Api, Pattern, Transport};
+use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::Knobs;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

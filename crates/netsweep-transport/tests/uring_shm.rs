@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use netsweep_core::endpoint::{is_timeout, recv_message, send_message, DataListener, Endpoint};
-use netsweep_core::spec::{Api, Pattern, Transport};
+use netsweep_endpoint::{is_timeout, recv_message, send_message, DataListener, Endpoint};
+use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{Knobs, SessionSetup};
 use netsweep_transport::{probe_api, shm};
 use std::io;

@@ -3,12 +3,12 @@
 //! removed by Drop guards.
 #![allow(dead_code)]
 
-use netsweep_core::endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportFactory};
-use netsweep_core::pattern::dgram::DgramAccount;
-use netsweep_core::pattern::pingpong::{self, ClientTrial};
-use netsweep_core::pattern::{stream, TrialSignals, SLICE};
-use netsweep_core::spec::{Api, Pattern, Transport};
-use netsweep_core::stats::LatencyHistogram;
+use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportFactory};
+use netsweep_engine::pattern::dgram::DgramAccount;
+use netsweep_engine::pattern::pingpong::{self, ClientTrial};
+use netsweep_engine::pattern::{stream, TrialSignals, SLICE};
+use netsweep_model::spec::{Api, Pattern, Transport};
+use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{Knobs, SessionSetup, SideCounters};
 use netsweep_transport::Registry;
 use std::io;
@@ -68,15 +68,21 @@ pub fn setup(
         transport: t.name().into(),
         api: api.name().into(),
         pattern: pattern.name().into(),
-        family: if t.is_ip() { "ipv4" } else { "unix" }.into(),
+        family: if netsweep_transport::descriptor(t).is_ip() {
+            "ipv4"
+        } else {
+            "unix"
+        }
+        .into(),
         max_size,
         server_knobs: server.clone(),
         timeout_ns: TIMEOUT.as_nanos() as u64,
+        ..Default::default()
     }
 }
 
 pub fn cookie() -> u64 {
-    netsweep_core::server::random_u64()
+    netsweep_endpoint::random_u64()
 }
 
 /// Opens a listener (optionally inside namespace `sns`), connects a client (inside `cns`).

@@ -1,0 +1,252 @@
+//! The transport descriptor: everything netsweep knows of one transport — its kind, size
+//! limits, the apis and patterns it supports, how to probe it, and how to open its data path
+//! (listen, connect, and the crr connector) — in one value declared in the transport's file.
+
+use crate::knobs::Knob;
+use netsweep_endpoint::{CrrConnector, DataListener, Endpoint};
+use netsweep_model::spec::{Api, Family, Pattern, Transport, TransportRules};
+use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
+use socket2::Socket;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::time::Duration;
+
+/// Opens the server's data path for a session, its connections wrapped in the api.
+pub type ListenFn = fn(&SessionSetup, IpAddr, Api) -> io::Result<Box<dyn DataListener>>;
+/// Connects the client's data path, presents the session cookie and wraps it in the api.
+pub type ConnectFn = fn(&Peer<'_>, u64, Api) -> io::Result<Box<dyn Endpoint>>;
+/// Makes the client's per-transaction connector of `--pattern crr`.
+pub type CrrFn = fn(&Peer<'_>) -> io::Result<Box<dyn CrrConnector>>;
+/// Opens what the data path needs (a socket of the transport's kind, a shared mapping) to see
+/// whether it works here; returns the socket, if the transport has one, for the api probes.
+pub type ProbeFn = fn() -> Result<Option<Socket>, String>;
+
+/// The largest message one datagram carries, over IPv4 and over IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageLimit {
+    /// Over IPv4, or for a transport not addressed by IP.
+    pub v4: u64,
+    /// Over IPv6.
+    pub v6: u64,
+}
+
+impl MessageLimit {
+    /// One limit whatever the address family.
+    pub const fn same(n: u64) -> Self {
+        Self { v4: n, v6: n }
+    }
+}
+
+/// The listen(2) backlog of connected transports' data listeners: `--flows` opens up to
+/// thousands of connections in a row (the kernel caps it at `net.core.somaxconn`).
+pub const BACKLOG: i32 = 1024;
+
+/// Patterns of a connection-oriented transport: crr opens one connection per transaction.
+pub const CONNECTED: &[Pattern] = &[Pattern::Pingpong, Pattern::Stream, Pattern::Crr];
+/// Patterns of a transport without per-transaction connections.
+pub const MESSAGES: &[Pattern] = &[Pattern::Pingpong, Pattern::Stream];
+/// [`CONNECTED`], and bidir and rate: a socket both ends can send and receive on at once,
+/// from two threads (tcp, mptcp, unix-stream).
+pub const CONNECTED_BIDIR: &[Pattern] = &[
+    Pattern::Pingpong,
+    Pattern::Stream,
+    Pattern::Crr,
+    Pattern::Bidir,
+    Pattern::Rate,
+];
+/// [`MESSAGES`], and bidir and rate (udp, unix-dgram).
+pub const MESSAGES_BIDIR: &[Pattern] = &[
+    Pattern::Pingpong,
+    Pattern::Stream,
+    Pattern::Bidir,
+    Pattern::Rate,
+];
+
+/// One transport: what it is, what it supports, and how to open it.
+#[derive(Debug)]
+pub struct Descriptor {
+    /// The name on the command line, on the wire and in results (the model's enum).
+    pub transport: Transport,
+    /// The data path's address family when it is not IP; `None`: IPv4 or IPv6, as asked.
+    pub family: Option<Family>,
+    /// The largest message the default sweep goes up to.
+    pub default_ceiling: u64,
+    /// The largest message one datagram can carry, if the transport has such a limit.
+    pub max_message: Option<MessageLimit>,
+    /// The apis it supports, `basic` first.
+    pub apis: &'static [Api],
+    /// The patterns it supports ([`CONNECTED`] or [`MESSAGES`]).
+    pub patterns: &'static [Pattern],
+    /// The knobs that mean something on it (the others are noted as not applying).
+    pub knobs: &'static [Knob],
+    /// Its ends poll (spin before they sleep) rather than block in the kernel, so the default
+    /// placement leaves them free instead of sharing one CPU.
+    pub polls: bool,
+    /// Whether it works here, and the socket the api probes use.
+    pub probe: ProbeFn,
+    /// The server side of the data path.
+    pub listen: ListenFn,
+    /// The client side of the data path.
+    pub connect: ConnectFn,
+    /// The crr connector, for a transport whose patterns include crr.
+    pub crr: Option<CrrFn>,
+}
+
+/// The server's data path as the client reaches it, and what the client applies to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer<'a> {
+    /// The session being set up.
+    pub setup: &'a SessionSetup,
+    /// The client's knobs.
+    pub knobs: &'a Knobs,
+    /// The server's address (its control connection's).
+    pub server: IpAddr,
+    /// Where the server's data path listens.
+    pub data: &'a DataEndpoint,
+    /// Inactivity limit of every wait on the server while connecting.
+    pub timeout: Duration,
+}
+
+impl Peer<'_> {
+    /// The server's data socket address (IP transports).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.server, self.data.port)
+    }
+
+    /// The server's socket or shared-memory file (unix and shm transports).
+    pub fn path(&self) -> io::Result<&Path> {
+        self.data.path.as_deref().map(Path::new).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the server sent no path for a unix or shm transport",
+            )
+        })
+    }
+}
+
+impl Descriptor {
+    /// The name used on the command line, on the wire and in results.
+    pub fn name(&self) -> &'static str {
+        self.transport.name()
+    }
+
+    /// True when message boundaries are kept and loss is counted. The flag is the model's
+    /// ([`Transport::is_datagram`]): results are read by it without this crate.
+    pub fn datagram(&self) -> bool {
+        self.transport.is_datagram()
+    }
+
+    /// True for transports addressed by IP (host and port).
+    pub fn is_ip(&self) -> bool {
+        self.family.is_none()
+    }
+
+    /// The data path's family, given the one asked for IP transports.
+    pub fn family(&self, ip: Family) -> Family {
+        self.family.unwrap_or(ip)
+    }
+
+    /// Checks that this transport supports `api` with `pattern`; the error says the fix.
+    pub fn check(&self, api: Api, pattern: Pattern) -> Result<(), String> {
+        if !self.apis.contains(&api) {
+            return Err(format!(
+                "{} does not support --api {}{}: it supports {}",
+                self.name(),
+                api.name(),
+                why_not(self.transport, api).map_or(String::new(), |w| format!(" ({w})")),
+                self.api_names()
+            ));
+        }
+        if !self.patterns.contains(&pattern) {
+            // Only crr and bidir are ever missing.
+            let needs = match pattern {
+                Pattern::Bidir | Pattern::Rate => "a socket transport both ends send on at once (tcp, mptcp, unix-stream, udp, unix-dgram)",
+                _ => "a connection-oriented transport (tcp, mptcp, unix-stream)",
+            };
+            return Err(format!(
+                "--pattern {pattern} needs {needs}, not {}",
+                self.name()
+            ));
+        }
+        if pattern == Pattern::Bidir && api != Api::Basic {
+            return Err(
+                "--pattern bidir uses --api basic (a sending and a receiving thread share the socket)"
+                    .into(),
+            );
+        }
+        if pattern == Pattern::Rate && api != Api::Basic {
+            return Err(
+                "--pattern rate uses --api basic (a sending and a receiving thread share the socket)"
+                    .into(),
+            );
+        }
+        if pattern == Pattern::Crr && api != Api::Basic {
+            return Err("--pattern crr uses --api basic (one connection per transaction)".into());
+        }
+        if api == Api::Gso && pattern != Pattern::Stream {
+            return Err(format!(
+                "--api gso batches the datagrams of a stream into super-datagrams: use \
+                 --pattern stream, or --api basic (or mmsg) for {pattern}"
+            ));
+        }
+        if api == Api::Splice && pattern != Pattern::Stream {
+            return Err(format!(
+                "--api splice applies to the receiver of a stream (socket → pipe → /dev/null): \
+                 use --pattern stream, or --api basic for {pattern}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The supported apis' names, comma-separated.
+    pub fn api_names(&self) -> String {
+        self.apis
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The largest message a single datagram can carry, if there is such a limit.
+    pub fn max_message(&self, ipv6: bool) -> Option<u64> {
+        self.max_message.map(|m| if ipv6 { m.v6 } else { m.v4 })
+    }
+}
+
+impl TransportRules for Descriptor {
+    fn check(&self, api: Api, pattern: Pattern) -> Result<(), String> {
+        Descriptor::check(self, api, pattern)
+    }
+    fn max_message(&self, ipv6: bool) -> Option<u64> {
+        Descriptor::max_message(self, ipv6)
+    }
+}
+
+/// Why a transport leaves out an api a sibling has, where the kernel is the reason (shown by
+/// `netsweep list` and in the refusal of `--api`).
+pub fn why_not(t: Transport, api: Api) -> Option<&'static str> {
+    match (t, api) {
+        (Transport::Udplite, Api::Gso) => Some(
+            "the kernel refuses segmentation offload on UDP-Lite: sendmsg with UDP_SEGMENT \
+             fails with EIO; use -t udp --api gso",
+        ),
+        _ => None,
+    }
+}
+
+/// An error of kind `Unsupported`, for a combination this build does not have.
+pub fn unsupported(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::Unsupported, msg)
+}
+
+/// The probe of a socket transport: opens `open()` and explains a refusal as
+/// "cannot open a `t` socket".
+pub fn probe_socket(
+    t: Transport,
+    open: impl FnOnce() -> io::Result<Socket>,
+) -> Result<Option<Socket>, String> {
+    open()
+        .map(Some)
+        .map_err(|e| format!("cannot open a {t} socket: {e}"))
+}
