@@ -26,6 +26,7 @@ impl ClientMsg {
     pub fn kind(&self) -> &'static str {
         match self {
             ClientMsg::Hello { .. } => "hello",
+            ClientMsg::AuthResponse { .. } => "auth_response",
             ClientMsg::DataReady {} => "data_ready",
             ClientMsg::TrialStart { .. } => "trial_start",
             ClientMsg::TrialEnd { .. } => "trial_end",
@@ -48,6 +49,7 @@ impl ServerMsg {
     /// The wire name of this message's `type`, e.g. `"trial_report"`.
     pub fn kind(&self) -> &'static str {
         match self {
+            ServerMsg::AuthChallenge { .. } => "auth_challenge",
             ServerMsg::Welcome { .. } => "welcome",
             ServerMsg::Busy { .. } => "busy",
             ServerMsg::Error { .. } => "error",
@@ -91,12 +93,16 @@ pub(crate) mod tests {
                         ..Knobs::default()
                     },
                     timeout_ns: 5_000_000_000,
+                    reverse: true,
+                    flows: 4,
+                    threads: 2,
                 },
                 client: HostInfo {
                     tool: "netsweep".into(),
                     cpu_count: 2,
                     ..HostInfo::default()
                 },
+                client_nonce: None,
             },
             ClientMsg::DataReady {},
             ClientMsg::TrialStart {
@@ -115,6 +121,9 @@ pub(crate) mod tests {
                 },
             },
             ClientMsg::Bye {},
+            ClientMsg::AuthResponse {
+                client_proof: "ab".repeat(32),
+            },
         ]
     }
 
@@ -158,6 +167,10 @@ pub(crate) mod tests {
                 },
             },
             ServerMsg::Bye {},
+            ServerMsg::AuthChallenge {
+                server_nonce: "01".repeat(32),
+                server_proof: "cd".repeat(32),
+            },
         ]
     }
 
@@ -233,6 +246,7 @@ pub(crate) mod tests {
                     ..SessionSetup::default()
                 },
                 client: HostInfo::default(),
+                client_nonce: None,
             }
         );
         let start: ClientMsg =

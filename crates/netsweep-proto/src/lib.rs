@@ -13,9 +13,13 @@
 //!
 //! Driving a machine: feed received bytes with `handle_input`, write out whatever
 //! `poll_transmit` returns, handle each `poll_event`, queue messages with `send`, and call
-//! `handle_eof` when the peer closes. Any error closes the machine for good; further calls
-//! return the same error.
+//! `handle_eof` when the peer closes. An error from `handle_input` or `handle_eof` closes the
+//! machine for good and further calls return the same error; a refused `send` (out of order,
+//! or a frame too large) leaves the machine as it was.
 
+#![warn(missing_docs)]
+
+pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod error;

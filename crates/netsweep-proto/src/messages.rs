@@ -9,50 +9,101 @@ use std::collections::BTreeMap;
 /// A message from the client (the side that drives the run) to the server.
 // Messages are built and consumed one at a time, off the data path: size does not matter.
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMsg {
     /// Opens a session: what to measure and who asks.
     Hello {
+        /// What the session measures.
         setup: SessionSetup,
+        /// The client host.
         client: HostInfo,
+        /// The client's nonce (64 hex digits) when it holds an authentication key; a server
+        /// with a key answers with [`ServerMsg::AuthChallenge`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_nonce: Option<String>,
+    },
+    /// The client's proof that it holds the key: HMAC-SHA256 over both nonces
+    /// ([`crate::auth`]), 64 hex digits.
+    AuthResponse {
+        /// The proof.
+        client_proof: String,
     },
     /// The client has connected (stream) or registered (datagram) its data endpoint.
     DataReady {},
     /// Arms the server for one trial of one point.
-    TrialStart { trial: u64, spec: TrialSpec },
+    TrialStart {
+        /// Trial number, counted by the client over the session.
+        trial: u64,
+        /// What the trial does.
+        spec: TrialSpec,
+    },
     /// The client finished its part of the trial; carries the client's counters.
-    TrialEnd { trial: u64, counters: SideCounters },
+    TrialEnd {
+        /// The trial's number, as in its `trial_start`.
+        trial: u64,
+        /// What the client counted.
+        counters: SideCounters,
+    },
     /// Ends the session.
     Bye {},
 }
 
 /// A message from the server to the client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMsg {
+    /// The server holds a key: its nonce and its own proof that it holds the key
+    /// ([`crate::auth`]); the client answers with [`ClientMsg::AuthResponse`].
+    AuthChallenge {
+        /// The server's nonce, 64 hex digits.
+        server_nonce: String,
+        /// HMAC-SHA256 over both nonces, 64 hex digits.
+        server_proof: String,
+    },
     /// The session is accepted; the data endpoint to reach and the cookie that binds it.
     Welcome {
+        /// The server host.
         server: HostInfo,
+        /// Random per-session number the client's data path carries, so the server can tell
+        /// this session's data from any other.
         cookie: u64,
+        /// Where the data endpoint listens.
         data: DataEndpoint,
     },
     /// The server is serving another run; try again later.
-    Busy { message: String },
+    Busy {
+        /// Why, for the user.
+        message: String,
+    },
     /// The session cannot go on; `message` says why and, where possible, the fix.
-    Error { message: String },
+    Error {
+        /// What went wrong and, where possible, the fix.
+        message: String,
+    },
     /// The data endpoint is bound to this session; the knobs as the server's kernel granted them.
-    DataBound { granted: GrantedKnobs },
+    DataBound {
+        /// The server's knobs as its kernel granted them.
+        granted: GrantedKnobs,
+    },
     /// The server is armed for `trial`.
-    Ready { trial: u64 },
+    Ready {
+        /// The trial's number, as in its `trial_start`.
+        trial: u64,
+    },
     /// The server's counters for `trial`.
-    TrialReport { trial: u64, counters: SideCounters },
+    TrialReport {
+        /// The trial's number, as in its `trial_end`.
+        trial: u64,
+        /// What the server counted.
+        counters: SideCounters,
+    },
     /// The server ends the session.
     Bye {},
 }
 
 /// What a session measures: chosen by the client, applied by both sides.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SessionSetup {
     /// `tcp`, `udp`, `unix-stream`, `unix-dgram`, …
@@ -69,14 +120,43 @@ pub struct SessionSetup {
     pub server_knobs: Knobs,
     /// Inactivity limit for the server's waits on this client, in nanoseconds.
     pub timeout_ns: u64,
+    /// The server sends and the client receives (stream's `--reverse`). Absent (false) from
+    /// clients that predate it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reverse: bool,
+    /// Concurrent data connections (`--flows`); absent (one) from clients that predate
+    /// protocol 3. Read it with [`SessionSetup::flow_count`].
+    #[serde(skip_serializing_if = "is_zero_or_one")]
+    pub flows: u32,
+    /// The server's data threads for the flows (`--threads`); 0 lets the server decide.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub threads: u32,
+}
+
+impl SessionSetup {
+    /// The session's flows: at least one (0, a setup from an older client, means one).
+    pub fn flow_count(&self) -> u32 {
+        self.flows.max(1)
+    }
+}
+
+fn is_zero_or_one(n: &u32) -> bool {
+    *n <= 1
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Settings on one side's endpoint. `None` leaves the system default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Knobs {
+    /// SO_SNDBUF to ask for, bytes (the kernel doubles it and clamps it to `wmem_max`).
     pub sndbuf: Option<u64>,
+    /// SO_RCVBUF to ask for, bytes (the kernel doubles it and clamps it to `rmem_max`).
     pub rcvbuf: Option<u64>,
+    /// TCP_NODELAY: send small segments at once instead of coalescing them (Nagle off).
     pub nodelay: Option<bool>,
     /// Offset of the message buffer from a page boundary, in bytes.
     pub buffer_offset: Option<u64>,
@@ -105,37 +185,52 @@ pub struct Knobs {
 }
 
 /// Knobs as read back from the kernel after setting them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct GrantedKnobs {
+    /// SO_SNDBUF as read back, bytes (Linux grants twice the request, up to `wmem_max`).
     pub sndbuf: Option<u64>,
+    /// SO_RCVBUF as read back, bytes (twice the request, up to `rmem_max`).
     pub rcvbuf: Option<u64>,
+    /// TCP_NODELAY as read back (TCP and MPTCP only).
     pub nodelay: Option<bool>,
+    /// TCP_CONGESTION in use (TCP and MPTCP only).
     pub congestion_control: Option<String>,
+    /// The buffer offset asked for, echoed (no kernel setting to read back), bytes.
     pub buffer_offset: Option<u64>,
+    /// The batch size asked for, echoed.
     pub batch: Option<u32>,
+    /// IP_TOS / IPV6_TCLASS as read back (TCP keeps the ECN bits for itself).
     pub tos: Option<u8>,
+    /// SO_PRIORITY as read back, where it applies.
     pub priority: Option<u32>,
+    /// SO_NO_CHECK as read back (UDP over IPv4 only).
     pub no_check: Option<bool>,
+    /// SO_BUSY_POLL as read back, microseconds (IP transports).
     pub busy_poll: Option<u32>,
+    /// IP_MTU_DISCOVER mode as read back: `do`, `dont`, `want` or `probe`.
     pub pmtu: Option<String>,
     /// Datagrams the client sent to bind its data path (the cookie, resent until the server
     /// acknowledged it): on a lossy link the drops among them are not the run's losses.
     pub handshake_datagrams: Option<u64>,
     /// Path MTU the kernel reports for the connected socket (IP_MTU), when known.
     pub path_mtu: Option<u32>,
+    /// The CPU this side's data thread was pinned to, when the knobs asked for one.
     pub cpu: Option<u32>,
+    /// Never filled in by this build (`None`): the pool asked for is in the spec's knobs.
     pub cache_pool: Option<u64>,
-    /// Interface and MAC addresses of a `packet` endpoint (local, then peer).
+    /// Interface of a `packet` endpoint.
     pub interface: Option<String>,
+    /// MAC address of that interface (`packet` only).
     pub local_mac: Option<String>,
+    /// MAC address of the peer it sends to (`packet` only).
     pub peer_mac: Option<String>,
     /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
     pub notes: Vec<String>,
 }
 
 /// Where the client reaches the server's data endpoint.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct DataEndpoint {
     /// Port for IP transports (the control connection's host is implied).
@@ -147,12 +242,13 @@ pub struct DataEndpoint {
 }
 
 /// One trial of one point.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct TrialSpec {
     /// Message size in bytes.
     pub size: u64,
-    /// Round trips (pingpong) the client will perform; 0 when the trial is time-bounded.
+    /// Round trips (pingpong) or transactions (crr) the client will perform; 0 when the
+    /// trial is time-bounded.
     pub repetitions: u64,
     /// Target duration (stream), nanoseconds; 0 when the trial is count-bounded.
     pub duration_ns: u64,
@@ -161,17 +257,20 @@ pub struct TrialSpec {
 }
 
 /// What one side counted during one trial.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SideCounters {
-    /// Payload bytes sent and received.
+    /// Payload bytes sent.
     pub bytes_sent: u64,
+    /// Payload bytes received.
     pub bytes_received: u64,
-    /// Messages (datagrams, or whole application messages on stream transports).
+    /// Messages sent (datagrams, or whole application messages on stream transports).
     pub messages_sent: u64,
+    /// Messages received, counted likewise.
     pub messages_received: u64,
-    /// System calls (or batch calls) that moved data.
+    /// System calls (or batch calls) that sent data.
     pub send_calls: u64,
+    /// System calls (or batch calls) that received data.
     pub recv_calls: u64,
     /// Nanoseconds from this side's first data call to its last, as this side timed them.
     pub active_ns: u64,
@@ -179,8 +278,10 @@ pub struct SideCounters {
     pub first_recv_bytes: u64,
     /// Nanoseconds from the moment the receiver was armed to its last receive's return.
     pub recv_span_ns: u64,
-    /// CPU time of the data thread during the trial.
+    /// User-mode CPU time of the data thread(s) during the trial (bidir: sending and
+    /// receiving), ns.
     pub cpu_user_ns: u64,
+    /// Kernel-mode CPU time of the data thread(s) during the trial, ns.
     pub cpu_sys_ns: u64,
     /// System-wide CPU busy fraction during the trial, in parts per million (all CPUs).
     pub system_busy_ppm: u64,
@@ -188,29 +289,75 @@ pub struct SideCounters {
     pub datagrams: Option<DatagramCounters>,
     /// True when this side stopped on a timeout rather than completing.
     pub timed_out: bool,
-    /// MSG_ZEROCOPY sends whose completion was reaped, and how many of them the kernel
-    /// reported as copied after all (SO_EE_CODE_ZEROCOPY_COPIED).
+    /// MSG_ZEROCOPY sends whose completion was reaped.
     pub zerocopy_completions: u64,
+    /// Of those, the ones the kernel reported as copied after all
+    /// (SO_EE_CODE_ZEROCOPY_COPIED).
     pub zerocopy_copied: u64,
-    /// TCP retransmitted segments and DSACKs received during the trial (TCP_INFO deltas).
+    /// TCP segments retransmitted during the trial (TCP_INFO delta); `None` without TCP_INFO.
     pub tcp_retransmits: Option<u64>,
+    /// DSACKs received during the trial (TCP_INFO delta); `None` without TCP_INFO.
     pub tcp_dsacks: Option<u64>,
     /// Times the scheduler moved this side's data thread between CPUs during the trial.
     pub cpu_migrations: Option<u64>,
-    /// The CPU this side's data thread ran on when the trial started and when it ended.
+    /// The CPU this side's data thread ran on when the trial started.
     pub cpu_at_start: Option<u32>,
+    /// The CPU it ran on when the trial ended.
     pub cpu_at_end: Option<u32>,
     /// Datagram sends this side's own stack refused (a local firewall drop, a full qdisc,
     /// an ICMP error reported back), by errno. Such a datagram was not sent: it is not in
     /// `messages_sent` and not a loss in the network.
     #[serde(skip_serializing_if = "SendErrors::is_empty")]
     pub send_errors: SendErrors,
+    /// With `--flows`: what each flow counted, in flow order (flow 0 first; both sides number
+    /// the flows alike). Empty for a single-flow session.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowCounters>,
+    /// With `--flows`: each data thread's flows and CPU time, in thread order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadCounters>,
+    /// With `--flows`: how far apart this side's data threads started, nanoseconds (the
+    /// latest first send, or first receive, minus the earliest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_skew_ns: Option<u64>,
+}
+
+/// What one flow of a `--flows` session counted in one trial.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
+pub struct FlowCounters {
+    /// Payload bytes sent on the flow.
+    pub bytes_sent: u64,
+    /// Payload bytes received on the flow.
+    pub bytes_received: u64,
+    /// Whole messages sent (stream: messages; pingpong: requests or responses).
+    pub messages_sent: u64,
+    /// Whole messages received.
+    pub messages_received: u64,
+}
+
+/// One data thread of a `--flows` session in one trial.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
+pub struct ThreadCounters {
+    /// Flows the thread served.
+    pub flows: u32,
+    /// User-mode CPU time of the thread during the trial, ns.
+    pub cpu_user_ns: u64,
+    /// Kernel-mode CPU time of the thread during the trial, ns.
+    pub cpu_sys_ns: u64,
 }
 
 /// Datagram sends refused by the local stack, counted per errno. A fixed set of fields, so
 /// a timed loop counts into it without allocating; serialised as `{"EPERM": n, …}` with
 /// the zero ones left out.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct SendErrors {
     /// A netfilter rule on the sending host dropped the datagram (output/postrouting).
@@ -249,6 +396,7 @@ impl SendErrors {
             + self.unreported
     }
 
+    /// True when no send was refused.
     pub fn is_empty(&self) -> bool {
         self.total() == 0
     }
@@ -279,7 +427,7 @@ impl SendErrors {
 }
 
 /// Exact datagram accounting at the receiver.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct DatagramCounters {
     /// Distinct sequence numbers received.
@@ -299,27 +447,38 @@ pub struct DatagramCounters {
 }
 
 /// Facts about one host, recorded in every results file.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct HostInfo {
+    /// Program that collected this (`netsweep`).
     pub tool: String,
+    /// Its version.
     pub tool_version: String,
+    /// `/proc/sys/kernel/hostname`.
     pub hostname: String,
+    /// `Linux <osrelease> <version>` from `/proc/sys/kernel`.
     pub kernel: String,
+    /// The first `model name` of `/proc/cpuinfo`; empty when there is none.
     pub cpu_model: String,
+    /// CPUs this process may run on (its affinity and cgroup limits), not the host's total.
     pub cpu_count: u32,
+    /// Every interface of the side's network namespace, sorted by name.
     pub interfaces: Vec<InterfaceInfo>,
-    /// Relevant sysctls, by dotted name.
+    /// Relevant sysctls, by dotted name, plus the kernel's current `clocksource`.
     pub sysctls: BTreeMap<String, String>,
 }
 
 /// One network interface as the host sees it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct InterfaceInfo {
+    /// Interface name.
     pub name: String,
+    /// MTU, bytes (0 when unreadable).
     pub mtu: u32,
+    /// Addresses as `address/prefix-length`.
     pub addresses: Vec<String>,
+    /// Kind of the root qdisc (`noqueue`, `fq_codel`, …), when `tc` answered.
     pub qdisc: Option<String>,
     /// Offload features by ethtool name, when readable.
     pub offloads: BTreeMap<String, bool>,

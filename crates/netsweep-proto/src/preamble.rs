@@ -17,8 +17,10 @@ pub const CLIENT_PREAMBLE_LEN: usize = 8;
 pub const SERVER_PREAMBLE_LEN: usize = 10;
 /// Oldest protocol version this build speaks.
 pub const PROTOCOL_MIN: u16 = 1;
-/// Newest protocol version this build speaks.
-pub const PROTOCOL_MAX: u16 = 1;
+/// Newest protocol version this build speaks. 2 added `auth_challenge`/`auth_response`,
+/// `SessionSetup.reverse` and the bidir pattern; 3 added `SessionSetup.flows`/`.threads`
+/// (`--flows`, `--threads`) and the per-flow counters. An older peer can run everything else.
+pub const PROTOCOL_MAX: u16 = 3;
 
 /// An inclusive range of protocol versions, shown as `min..=max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
