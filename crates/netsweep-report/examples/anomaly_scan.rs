@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p netsweep-report --example anomaly_scan -- FILE...`
 
-use netsweep_core::{anomaly, results};
+use netsweep_model::{anomaly, results};
 
 fn main() {
     let (mut files, mut flagged, mut total) = (0, 0, 0);

@@ -1,9 +1,43 @@
 //! CSV: one row per point, a fixed set of columns (empty where a figure does not apply).
 
-use netsweep_core::results::PointResult;
+use netsweep_model::results::PointResult;
+use netsweep_model::spec::{Pattern, RunSpec};
 
-/// The header row.
+/// The header row. The `latency_*` columns are RTT/2 (pingpong's one-way figure), ns; the
+/// `*_cpu_us` columns are the data thread's user + system time, µs.
 pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors\n";
+
+/// The columns a bidir run adds after [`HEADER`]'s: the server-to-client direction (the
+/// `sender_mbps` … `jitter_ns` columns are then the client-to-server one).
+const BIDIR: &str = "reverse_sender_mbps,reverse_receiver_mbps,reverse_sent,reverse_received,reverse_lost,reverse_loss_ratio";
+
+/// The columns a rate run adds after [`HEADER`]'s (whose `latency_*` columns are then
+/// halved like pingpong's; these are the whole reply − intended send time, ns).
+const RATE: &str = "offered_rate,delivered_rate,delivered_rate_ci95,rate_sent,rate_received,rate_lost,rate_late,rate_latency_p50_ns,rate_latency_p99_ns,rate_latency_p999_ns,rate_latency_max_ns,lateness_p50_ns,lateness_p99_ns,schedule_missed";
+
+/// The columns a `--flows` run adds after [`HEADER`]'s: the flow count, the aggregate and
+/// its unit (`mbps` or `transactions_per_s`), Jain's fairness index, the lowest and highest
+/// flow, and each side's start skew across its data threads.
+const FLOWS: &str = "flows,flows_aggregate,flows_unit,fairness,flow_min,flow_max,client_start_skew_ns,server_start_skew_ns";
+
+/// The header row of a run: [`HEADER`], and the second direction's columns for bidir, the
+/// load's for rate, or the flows' columns for `--flows`.
+pub fn header(spec: &RunSpec) -> String {
+    let mut h = match spec.pattern {
+        Pattern::Bidir => format!("{},{BIDIR}\n", HEADER.trim_end()),
+        Pattern::Rate => format!("{},{RATE}\n", HEADER.trim_end()),
+        _ if spec.flows > 1 => format!("{},{FLOWS}\n", HEADER.trim_end()),
+        _ => HEADER.to_string(),
+    };
+    if !spec.background.is_empty() {
+        h = format!("{},{BACKGROUND}\n", h.trim_end());
+    }
+    h
+}
+
+/// The columns a run with `--background` adds last: every background flow's bytes received
+/// and receiver rate during the point's timed trials, summed over the flows.
+const BACKGROUND: &str = "background_bytes,background_mbps";
 
 fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
@@ -33,7 +67,8 @@ pub fn row(p: &PointResult) -> String {
         loss.map(|x| x.sent.to_string()).unwrap_or_default(),
         loss.map(|x| x.received.to_string()).unwrap_or_default(),
         loss.map(|x| x.lost.to_string()).unwrap_or_default(),
-        opt(loss.map(|x| x.ratio)),
+        // Full precision: one loss in 10^5 must not print as 0.000.
+        loss.map(|x| x.ratio.to_string()).unwrap_or_default(),
         loss.map(|x| x.reordered.to_string()).unwrap_or_default(),
         loss.map(|x| x.duplicates.to_string()).unwrap_or_default(),
         opt(loss.map(|x| x.jitter_ns)),
@@ -60,6 +95,59 @@ pub fn row(p: &PointResult) -> String {
         loss.map(|x| x.send_errors.to_string()).unwrap_or_default(),
     ];
     let mut s = cells.join(",");
+    if let Some(r) = &p.reverse {
+        let loss = r.loss;
+        let back = [
+            format!("{:.3}", r.sender_mbps.mean),
+            format!("{:.3}", r.receiver_mbps.mean),
+            loss.map(|x| x.sent.to_string()).unwrap_or_default(),
+            loss.map(|x| x.received.to_string()).unwrap_or_default(),
+            loss.map(|x| x.lost.to_string()).unwrap_or_default(),
+            loss.map(|x| x.ratio.to_string()).unwrap_or_default(),
+        ];
+        s.push(',');
+        s.push_str(&back.join(","));
+    }
+    if let Some(r) = &p.rate {
+        let l = p.latency.map(|l| l.rtt_ns).unwrap_or_default();
+        let load = [
+            format!("{:.3}", r.offered_rate),
+            format!("{:.3}", r.delivered_rate.mean),
+            opt(r.delivered_rate.ci95),
+            r.sent.to_string(),
+            r.received.to_string(),
+            r.lost.to_string(),
+            r.late.to_string(),
+            format!("{:.3}", l.p50),
+            format!("{:.3}", l.p99),
+            format!("{:.3}", l.p999),
+            format!("{:.3}", l.max),
+            format!("{:.3}", r.lateness_ns.p50),
+            format!("{:.3}", r.lateness_ns.p99),
+            r.schedule_missed.to_string(),
+        ];
+        s.push(',');
+        s.push_str(&load.join(","));
+    }
+    if let Some(f) = &p.flows {
+        let cells = [
+            f.count.to_string(),
+            format!("{:.3}", f.aggregate),
+            f.unit.clone(),
+            format!("{:.4}", f.fairness),
+            format!("{:.3}", f.min_flow),
+            format!("{:.3}", f.max_flow),
+            f.client_start_skew_ns.to_string(),
+            f.server_start_skew_ns.to_string(),
+        ];
+        s.push(',');
+        s.push_str(&cells.join(","));
+    }
+    if !p.background.is_empty() {
+        let bytes: u64 = p.background.iter().map(|b| b.bytes_received).sum();
+        let mbps: f64 = p.background.iter().map(|b| b.receiver_mbps).sum();
+        s.push_str(&format!(",{bytes},{mbps:.3}"));
+    }
     s.push('\n');
     s
 }

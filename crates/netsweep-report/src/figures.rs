@@ -4,9 +4,9 @@
 use crate::legend::Named;
 use crate::plot::{Axis, Chart, Marker, Scale, Series, Stroke, Unit};
 use crate::units;
-use netsweep_core::anomaly::{self, Anomaly, AnomalyKind};
-use netsweep_core::results::{PointResult, RunResult};
-use netsweep_core::spec::Pattern;
+use netsweep_model::anomaly::{self, Anomaly, AnomalyKind};
+use netsweep_model::results::{PointResult, RunResult};
+use netsweep_model::spec::Pattern;
 
 /// The anomalies of a run: those stored in the file, or detected now for files without any.
 pub fn anomalies_of(run: &RunResult) -> Vec<Anomaly> {
@@ -42,7 +42,7 @@ fn size_axis() -> Axis {
     }
 }
 
-fn axis(title: &str, unit: Unit) -> Axis {
+pub(crate) fn axis(title: &str, unit: Unit) -> Axis {
     Axis {
         title: title.into(),
         unit,
@@ -51,7 +51,12 @@ fn axis(title: &str, unit: Unit) -> Axis {
 }
 
 /// Fits both axes to the chart's data: x log; y log or linear from zero.
-fn fit(mut c: Chart, y_log: bool) -> Chart {
+fn fit(c: Chart, y_log: bool) -> Chart {
+    fit_xy(c, true, y_log)
+}
+
+/// Fits both axes to the chart's data: x log or linear from zero, y likewise.
+pub(crate) fn fit_xy(mut c: Chart, x_log: bool, y_log: bool) -> Chart {
     let xs = c
         .series
         .iter()
@@ -73,12 +78,12 @@ fn fit(mut c: Chart, y_log: bool) -> Chart {
         })
         .chain(c.hlines.iter().copied())
         .collect::<Vec<_>>();
-    c.x.scale = Scale::fit(xs, true, false);
+    c.x.scale = Scale::fit(xs, x_log, !x_log);
     c.y.scale = Scale::fit(ys, y_log, !y_log);
     c
 }
 
-fn chart(id: &str, title: &str, subtitle: &str, x: Axis, y: Axis) -> Chart {
+pub(crate) fn chart(id: &str, title: &str, subtitle: &str, x: Axis, y: Axis) -> Chart {
     Chart {
         id: id.into(),
         title: title.into(),
@@ -300,13 +305,52 @@ fn cpu(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
     (!c.series.is_empty()).then(|| fit(c, true))
 }
 
-/// Every figure that applies to these runs, in report order.
+/// `--flows` runs: Jain's fairness index over the flows at each size (1: every flow got the
+/// same; 1/n: one flow got everything).
+fn fairness(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
+    let mut c = chart(
+        "fairness",
+        "Fairness of the flows vs message size",
+        "Jain's index (Σx)² ÷ (n·Σx²) over the flows' rates: 1 = all equal, 1/n = one flow got everything",
+        size_axis(),
+        axis("Jain's fairness index", Unit::Plain(String::new())),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let pts: Vec<(f64, f64)> = r
+            .run
+            .points
+            .iter()
+            .filter_map(|p| p.flows.as_ref().map(|f| (p.size as f64, f.fairness)))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        c.series.push(Series {
+            label: labels[i].clone(),
+            color: i,
+            points: pts,
+            ..Default::default()
+        });
+    }
+    c.hlines.push(1.0);
+    (!c.series.is_empty()).then(|| fit(c, false))
+}
+
+/// Every figure that applies to these runs, in report order. Rate runs add their load and
+/// timeline figures ([`crate::load_figures`]); runs that are all rate runs have only those
+/// (their points share one size: the figures against size say nothing).
 pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
+    let load = crate::load_figures::all(runs, labels);
+    if !runs.is_empty() && runs.iter().all(|r| r.run.spec.pattern == Pattern::Rate) {
+        return load;
+    }
     let mut v = vec![throughput(runs, labels)];
     v.extend(latency(runs, labels));
     v.push(signature(runs, labels));
     v.extend(stream(runs, labels));
     v.extend(loss(runs, labels));
     v.extend(cpu(runs, labels));
+    v.extend(load);
+    v.extend(fairness(runs, labels));
     v
 }

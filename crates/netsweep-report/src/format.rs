@@ -1,28 +1,38 @@
 //! Output formats and rendering a whole saved run in any of them.
 
-use crate::{csv, npout, text};
-use netsweep_core::results::{PointResult, RunResult};
+use crate::{csv, npout, openmetrics, text};
+use netsweep_model::results::{PointResult, RunResult};
 use std::fmt;
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// The live text table (`.txt` or anything else).
     Text,
+    /// The whole run as one pretty-printed JSON document (`.json`).
     Json,
+    /// JSON Lines: a `run` header, one `point` record per point, an `end` record (`.jsonl`).
     Jsonl,
+    /// CSV, one row per point (`.csv`).
     Csv,
+    /// NetPIPE's np.out: bytes, Mbit/s, seconds per transfer (`.out`).
     Npout,
+    /// OpenMetrics / Prometheus text exposition of the run's figures (`.prom`).
+    Openmetrics,
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    /// Every format.
+    pub const ALL: [Format; 6] = [
         Format::Text,
         Format::Json,
         Format::Jsonl,
         Format::Csv,
         Format::Npout,
+        Format::Openmetrics,
     ];
 
+    /// The name `--format` takes.
     pub fn name(self) -> &'static str {
         match self {
             Format::Text => "text",
@@ -30,14 +40,17 @@ impl Format {
             Format::Jsonl => "jsonl",
             Format::Csv => "csv",
             Format::Npout => "npout",
+            Format::Openmetrics => "openmetrics",
         }
     }
 
+    /// The format of that name; `None` for any other text.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.name() == s)
     }
 
-    /// The format a file name implies: .json, .jsonl, .csv, .out (np.out); text otherwise.
+    /// The format a file name implies: .json, .jsonl, .csv, .out (np.out), .prom
+    /// (OpenMetrics); text otherwise.
     pub fn from_path(path: &str) -> Self {
         let lower = path.to_ascii_lowercase();
         if lower.ends_with(".jsonl") {
@@ -48,6 +61,8 @@ impl Format {
             Format::Csv
         } else if lower.ends_with(".out") {
             Format::Npout
+        } else if lower.ends_with(".prom") {
+            Format::Openmetrics
         } else {
             Format::Text
         }
@@ -105,12 +120,13 @@ pub fn render(run: &RunResult, format: Format) -> String {
             out
         }
         Format::Csv => {
-            let mut out = csv::HEADER.to_string();
+            let mut out = csv::header(&run.spec);
             for p in &run.points {
                 out.push_str(&csv::row(p));
             }
             out
         }
         Format::Npout => run.points.iter().map(npout::row).collect(),
+        Format::Openmetrics => openmetrics::render(run),
     }
 }

@@ -1,13 +1,14 @@
 //! Legend labels for several runs, built from what differs between them (transport, api,
-//! pattern, family, knobs, hosts, peer, lab), so overlaid curves say what was varied.
+//! pattern, family, flows, knobs, hosts, peer, lab), so overlaid curves say what was varied.
 
-use netsweep_core::results::RunResult;
+use netsweep_model::results::RunResult;
 
 /// A run to label, with the name of the file it came from.
 #[derive(Debug, Clone, Copy)]
 pub struct Named<'a> {
     /// File name without directory and extension.
     pub name: &'a str,
+    /// The run.
     pub run: &'a RunResult,
 }
 
@@ -19,6 +20,7 @@ pub fn fields(run: &RunResult) -> Vec<(String, String, bool)> {
         ("api".into(), s.api.name().to_string(), false),
         ("pattern".into(), s.pattern.name().to_string(), false),
         ("family".into(), s.family.name().to_string(), false),
+        ("flows".into(), s.flows.to_string(), true),
     ];
     for (side, knobs) in [("", &s.client_knobs), ("server ", &s.server_knobs)] {
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(knobs) {
@@ -33,6 +35,14 @@ pub fn fields(run: &RunResult) -> Vec<(String, String, bool)> {
             }
         }
     }
+    // Background load (`--background`): "none" beside a loaded run says which one is idle.
+    let flows: Vec<&str> = s.background.iter().map(|b| b.text.as_str()).collect();
+    let load = if flows.is_empty() {
+        "none".to_string()
+    } else {
+        flows.join(" + ")
+    };
+    v.push(("background".into(), load, true));
     v.push(("host".into(), run.client.hostname.clone(), true));
     v.push(("server".into(), run.server.hostname.clone(), true));
     v.push(("peer".into(), run.peer.clone(), true));
@@ -113,9 +123,9 @@ mod tests {
 
     fn run(transport: &str, sndbuf: Option<u64>) -> RunResult {
         let mut r: RunResult =
-            netsweep_core::results::load(include_str!("../../../tests/data/tcp-pingpong.json"))
+            netsweep_model::results::load(include_str!("../../../tests/data/tcp-pingpong.json"))
                 .unwrap();
-        r.spec.transport = netsweep_core::spec::Transport::parse(transport).unwrap();
+        r.spec.transport = netsweep_model::spec::Transport::parse(transport).unwrap();
         r.spec.client_knobs.sndbuf = sndbuf;
         r
     }
@@ -134,5 +144,17 @@ mod tests {
             labels(&[Named { name: "a", run: &a }]),
             vec!["tcp pingpong"]
         );
+        // A run under background load beside the same run idle.
+        let mut loaded = a.clone();
+        loaded.spec.background =
+            vec![netsweep_model::background::BackgroundSpec::parse("stream,priority=0").unwrap()];
+        let l = labels(&[
+            Named { name: "a", run: &a },
+            Named {
+                name: "b",
+                run: &loaded,
+            },
+        ]);
+        assert_eq!(l, vec!["background=none", "background=stream,priority=0"]);
     }
 }

@@ -2,13 +2,18 @@
 //! np.out, SVG/PNG plots and the HTML report — compares runs, and shows anomalies, all from
 //! the one results model.
 
+#![warn(missing_docs)]
+
 pub mod compare;
 pub mod csv;
 pub mod figures;
 pub mod format;
 pub mod html;
 pub mod legend;
+pub mod load_figures;
+pub mod mesh;
 pub mod npout;
+pub mod openmetrics;
 pub mod plot;
 pub mod text;
 pub mod units;

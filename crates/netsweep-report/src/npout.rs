@@ -1,7 +1,7 @@
 //! NetPIPE's np.out: three columns — bytes, Mbit/s, seconds per transfer — so existing
 //! gnuplot scripts draw netsweep runs unchanged.
 
-use netsweep_core::results::PointResult;
+use netsweep_model::results::PointResult;
 
 /// One np.out line: seconds per transfer is [`PointResult::transfer_ns`] (RTT/2 for
 /// pingpong, NetPIPE's definition), 0 for a point that measured no rate.

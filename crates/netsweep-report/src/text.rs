@@ -1,26 +1,54 @@
 //! The live text table: a header, one line per point as it completes, a closing summary.
 
 use crate::units;
-use netsweep_core::results::{PointResult, RunResult, RunStatus, StopReason};
-use netsweep_core::spec::{Pattern, RunSpec};
+use netsweep_model::results::{PointResult, RunResult, RunStatus, StopReason};
+use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_proto::messages::SendErrors;
 use std::fmt::Write;
 
 /// The title line and column header for a run.
 pub fn header(run: &RunResult) -> String {
     let s = &run.spec;
+    let points = match s.load.as_ref().filter(|l| !l.rates.is_empty()) {
+        Some(l) => format!(
+            "{} offered loads at {}",
+            l.rates.len(),
+            units::size(s.sizes.first().copied().unwrap_or(0))
+        ),
+        None => format!("{} sizes", s.sizes.len()),
+    };
     let mut out = format!(
-        "netsweep {} · {} {} over {} ({}) · peer {} · {} sizes, precision ±{:.1}%\n",
+        "netsweep {} · {} {}{} over {} ({}) · peer {} · {points}, precision ±{:.1}%\n",
         run.tool.version,
         s.transport,
         s.pattern,
+        if s.reverse {
+            " reversed (the server sends)"
+        } else {
+            ""
+        },
         s.api.name(),
         s.family.name(),
         run.peer,
-        s.sizes.len(),
         s.precision * 100.0
     );
     let _ = writeln!(out, "placement: {}", s.placement());
+    for w in &run.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    if s.flows > 1 {
+        let _ = writeln!(
+            out,
+            "flows: {} at once (--threads {}); each row ends with [the aggregate · Jain's \
+             fairness index over the flows · the start skew across data threads]",
+            s.flows,
+            if s.threads == 0 {
+                "one per CPU".to_string()
+            } else {
+                s.threads.to_string()
+            }
+        );
+    }
     out.push_str(&columns(s));
     out
 }
@@ -66,6 +94,38 @@ fn columns(s: &RunSpec) -> String {
                 String::new()
             },
         ),
+        Pattern::Bidir => format!(
+            "{:>9} {:>12} {:>12} {:>12} {:>12} {:>8}{}  {}\n",
+            "bytes",
+            "c→s sender",
+            "c→s recv",
+            "s→c sender",
+            "s→c recv",
+            "± CI",
+            if dgram {
+                format!(" {:>9} {:>9}", "c→s loss", "s→c loss")
+            } else {
+                String::new()
+            },
+            "(Mbit/s each way; CI of their sum)"
+        ),
+        Pattern::Rate => format!(
+            "{:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}{}  {}\n",
+            "bytes",
+            "offered/s",
+            "deliv/s",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "late µs",
+            "± CI",
+            if dgram {
+                format!(" {:>7}", "loss")
+            } else {
+                String::new()
+            },
+            "(latency: reply − intended send; late: sender lateness p50)"
+        ),
     }
 }
 
@@ -102,6 +162,9 @@ fn note_label(note: &str) -> &str {
 /// The notes of a run said once each, under the table, with the sizes they concern: a note
 /// repeated on many rows (placement varied, a server timeout…) would otherwise fill the table.
 pub fn notes(run: &RunResult) -> String {
+    if run.spec.load.as_ref().is_some_and(|l| !l.rates.is_empty()) {
+        return load_notes(run);
+    }
     let mut groups: Vec<(&str, &str, Vec<u64>)> = Vec::new();
     for p in &run.points {
         for n in &p.notes {
@@ -130,6 +193,36 @@ pub fn notes(run: &RunResult) -> String {
                 None => out.push('\n'),
             }
         }
+    }
+    out
+}
+
+/// The notes of a `--rates` sweep, said once each with the offered loads they concern (its
+/// points share one size).
+fn load_notes(run: &RunResult) -> String {
+    let mut groups: Vec<(&str, &str, Vec<String>)> = Vec::new();
+    for p in &run.points {
+        let at = netsweep_model::load::si(p.rate.as_ref().map_or(0.0, |r| r.offered_rate));
+        for n in &p.notes {
+            let label = note_label(n);
+            match groups.iter_mut().find(|g| g.0 == label) {
+                Some(g) => g.2.push(at.clone()),
+                None => groups.push((label, n, vec![at.clone()])),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (label, first, at) in groups {
+        let detail = first.split_once(':').map_or("", |(_, d)| d);
+        let _ = match at.len() {
+            1 => writeln!(out, "* {label} at {}/s:{detail}", at[0]),
+            n => writeln!(
+                out,
+                "* {label} at {n} loads ({}/s); at {}/s:{detail}",
+                at.join(", "),
+                at[0]
+            ),
+        };
     }
     out
 }
@@ -195,6 +288,23 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
                 ci
             )
         }
+        Pattern::Rate => {
+            let (l, r) = (
+                p.latency.unwrap_or_default(),
+                p.rate.clone().unwrap_or_default(),
+            );
+            format!(
+                "{:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}",
+                p.size,
+                netsweep_model::load::si(r.offered_rate),
+                netsweep_model::load::si(r.delivered_rate.mean),
+                units::us(l.rtt_ns.p50),
+                units::us(l.rtt_ns.p99),
+                units::us(l.rtt_ns.p999),
+                units::us(r.lateness_ns.p50),
+                ci
+            )
+        }
         Pattern::Stream => format!(
             "{:>9} {:>12} {:>12} {:>8}",
             p.size,
@@ -202,6 +312,26 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
             units::mbps(p.receiver_mbps.unwrap_or_default().mean),
             ci
         ),
+        Pattern::Bidir => {
+            let back = p.reverse.clone().unwrap_or_default();
+            let mut line = format!(
+                "{:>9} {:>12} {:>12} {:>12} {:>12} {:>8}",
+                p.size,
+                units::mbps(p.sender_mbps.unwrap_or_default().mean),
+                units::mbps(p.receiver_mbps.unwrap_or_default().mean),
+                units::mbps(back.sender_mbps.mean),
+                units::mbps(back.receiver_mbps.mean),
+                ci
+            );
+            if dgram {
+                let (there, back) = (p.loss.unwrap_or_default(), back.loss.unwrap_or_default());
+                let _ = write!(line, " {:>9} {:>9}", pct(there.ratio), pct(back.ratio));
+            }
+            line.push_str(&flags(p));
+            line.push('\n');
+            line.push_str(&background_lines(p));
+            return line;
+        }
     };
     if dgram {
         let l = p.loss.unwrap_or_default();
@@ -210,9 +340,46 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
             let _ = write!(line, " {:>9} {:>9}", l.reordered, units::us(l.jitter_ns));
         }
     }
+    if let Some(f) = &p.flows {
+        line.push_str(&flow_cells(f));
+    }
     line.push_str(&flags(p));
     line.push('\n');
+    line.push_str(&background_lines(p));
     line
+}
+
+/// A line under a point's row per background flow (`--background`): what it moved while the
+/// point's timed trials ran.
+fn background_lines(p: &PointResult) -> String {
+    let mut out = String::new();
+    for b in &p.background {
+        let _ = writeln!(
+            out,
+            "{:>9} background {}: {} Mbit/s received, {} bytes in {} trials",
+            "",
+            b.flow,
+            units::mbps(b.receiver_mbps),
+            b.bytes_received,
+            b.trials
+        );
+    }
+    out
+}
+
+/// A flows point's aggregate, fairness and start skew (the larger side's), for its row.
+fn flow_cells(f: &netsweep_model::flows::FlowFigures) -> String {
+    let agg = if f.unit == "mbps" {
+        format!("{} Mbit/s", units::mbps(f.aggregate))
+    } else {
+        format!("{:.0} txn/s", f.aggregate)
+    };
+    let skew = f.client_start_skew_ns.max(f.server_start_skew_ns) as f64;
+    format!(
+        "  [{agg} · fair {:.3} · skew {} µs]",
+        f.fairness,
+        units::us(skew)
+    )
 }
 
 /// The closing summary.
@@ -243,6 +410,9 @@ pub fn summary(run: &RunResult) -> String {
     out.push_str(&notes(run));
     for a in &run.anomalies {
         let _ = writeln!(out, "{}", anomaly_line(a));
+    }
+    if let Some(k) = &run.knee {
+        let _ = writeln!(out, "knee: {}", k.detail);
     }
     let missed = run.points.iter().filter(|p| !p.precision_met).count();
     if missed > 0 {
@@ -280,7 +450,7 @@ pub fn summary(run: &RunResult) -> String {
 }
 
 /// One line for an anomaly: "anomaly: dip 60416..73728 B (26 points): throughput 93% below … · hint".
-pub fn anomaly_line(a: &netsweep_core::anomaly::Anomaly) -> String {
+pub fn anomaly_line(a: &netsweep_model::anomaly::Anomaly) -> String {
     let mut s = format!(
         "anomaly: {} {}..{} B ({} points, confidence {:.2}): {}",
         a.kind.name(),

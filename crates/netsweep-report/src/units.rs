@@ -1,7 +1,7 @@
 //! Human-readable units for sizes, times and rates.
 
-/// A byte count with a binary suffix when exact: 1024 → "1 KiB"? No: tables show raw bytes;
-/// this is for prose ("peak at 64 KiB").
+/// A byte count for prose ("peak at 64 KiB"): in MiB or KiB when it divides exactly, in bytes
+/// otherwise (1536 → "1536 B"). Tables show raw bytes.
 pub fn size(bytes: u64) -> String {
     const K: u64 = 1024;
     match bytes {

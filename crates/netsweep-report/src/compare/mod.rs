@@ -8,9 +8,9 @@ pub mod ranges;
 pub mod text;
 
 use crate::legend::{self, Named};
-use netsweep_core::results::{Estimate, PointResult, RunResult};
-use netsweep_core::spec::Pattern;
-use netsweep_core::stats::{student_t_975, welch_t_test, SampleStats};
+use netsweep_model::results::{Estimate, PointResult, RunResult};
+use netsweep_model::spec::Pattern;
+use netsweep_model::stats::{student_t_975, welch_t_test, SampleStats};
 use serde::Serialize;
 
 pub use ranges::{Range, Verdict};
@@ -26,6 +26,7 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Metric::Throughput => "throughput",
@@ -37,28 +38,41 @@ impl Metric {
 /// One size measured by both runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
+    /// Message size, bytes.
     pub size: u64,
+    /// A's mean at this size (Mbit/s or ns, as the metric).
     pub a: f64,
+    /// Half-width of A's 95% CI, same unit; NaN (null) when A has no interval.
     pub a_ci95: f64,
+    /// Trials A's mean is from.
     pub a_trials: u32,
+    /// B's mean at this size.
     pub b: f64,
+    /// Half-width of B's 95% CI; NaN (null) when B has no interval.
     pub b_ci95: f64,
+    /// Trials B's mean is from.
     pub b_trials: u32,
     /// b ÷ a.
     pub ratio: f64,
     /// Half-width of the ratio's 95% CI (first order: relative half-widths in quadrature).
     pub ratio_ci95: f64,
-    /// Welch's t and degrees of freedom; absent when a side has fewer than 2 trials.
+    /// Welch's t of B against A; `None` when it cannot be tested (a side with fewer than 2
+    /// trials or no interval) or is infinite.
     pub t: Option<f64>,
+    /// Welch–Satterthwaite degrees of freedom of that test; `None` when it cannot be tested.
     pub df: Option<f64>,
+    /// How B compares with A here.
     pub verdict: Verdict,
 }
 
 /// A comparison of one metric between a baseline A and another run B.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricComparison {
+    /// What is compared.
     pub metric: Metric,
+    /// One row per size both runs measured, by size.
     pub rows: Vec<Row>,
+    /// Consecutive rows with one verdict, grouped.
     pub ranges: Vec<Range>,
     /// Plain-language summary, one sentence per range.
     pub summary: Vec<String>,
@@ -67,12 +81,19 @@ pub struct MetricComparison {
 /// A comparison of run B against baseline A.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
+    /// Label of run A, as the caller gave it (the CLI passes the legend's label).
     pub a: String,
+    /// Label of run B.
     pub b: String,
+    /// A's file name, without directory and extension.
     pub a_file: String,
+    /// B's file name, likewise.
     pub b_file: String,
+    /// Throughput always; latency too when both runs are pingpong. Empty when no size is common.
     pub metrics: Vec<MetricComparison>,
+    /// Sizes only A measured, ascending.
     pub only_in_a: Vec<u64>,
+    /// Sizes only B measured, ascending.
     pub only_in_b: Vec<u64>,
     /// Configuration, host and placement differences that qualify the result.
     pub differences: Vec<String>,
@@ -307,7 +328,7 @@ mod tests {
     #[test]
     fn variance_from_ci_round_trips() {
         // Samples 10, 12, 14: mean 12, s² = 4, CI half-width 4.303·2/√3.
-        let ci = netsweep_core::stats::ci95(&[10.0, 12.0, 14.0]).unwrap();
+        let ci = netsweep_model::stats::ci95(&[10.0, 12.0, 14.0]).unwrap();
         let s = sample_stats(12.0, ci.half_width, 3);
         assert!((s.variance - 4.0).abs() < 1e-9, "{}", s.variance);
     }

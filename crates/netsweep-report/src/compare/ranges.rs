@@ -20,6 +20,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The name used in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Better => "better",
@@ -33,13 +34,19 @@ impl Verdict {
 /// A run of consecutive common sizes with one verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Range {
+    /// First size of the range, bytes.
     pub from_size: u64,
+    /// Last size of the range, bytes.
     pub to_size: u64,
+    /// Sizes (rows) in the range.
     pub points: u32,
+    /// The verdict every row of the range shares.
     pub verdict: Verdict,
     /// Geometric mean of B ÷ A over the range.
     pub ratio: f64,
+    /// Smallest B ÷ A in the range (NaN when no row had a finite positive ratio).
     pub ratio_min: f64,
+    /// Largest B ÷ A in the range (NaN likewise).
     pub ratio_max: f64,
 }
 

@@ -3,7 +3,7 @@
 
 use crate::legend::Named;
 use crate::plot::svg::esc;
-use netsweep_core::results::RunResult;
+use netsweep_model::results::RunResult;
 use netsweep_proto::messages::HostInfo;
 use std::collections::BTreeSet;
 use std::fmt::Write;

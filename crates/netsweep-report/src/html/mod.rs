@@ -133,6 +133,17 @@ pub fn page(runs: &[Named<'_>]) -> String {
     }
     o.push_str("</ul>\n<h2>Anomalies</h2>\n");
     o.push_str(&anomalies(runs, &labels));
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(k) = &r.run.knee {
+            let _ = writeln!(
+                o,
+                "<p class=\"knee\"><span class=\"swatch\" style=\"background:{}\"></span><b>{}</b> knee: {}</p>",
+                color(i),
+                esc(&labels[i]),
+                esc(&k.detail)
+            );
+        }
+    }
     o.push_str("<h2>Figures</h2>\n");
     for c in figures::all(runs, &labels) {
         let _ = writeln!(

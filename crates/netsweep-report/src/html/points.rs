@@ -3,8 +3,8 @@
 
 use crate::plot::svg::esc;
 use crate::units;
-use netsweep_core::results::{RunResult, StopReason};
-use netsweep_core::spec::Pattern;
+use netsweep_model::results::{RunResult, StopReason};
+use netsweep_model::spec::Pattern;
 use std::fmt::Write;
 
 fn stop(s: StopReason) -> &'static str {

@@ -12,15 +12,19 @@ pub use scale::{Scale, Unit};
 pub struct Axis {
     /// Title, with the unit in words, e.g. "message size" or "throughput".
     pub title: String,
+    /// What the values are; formats the tick labels.
     pub unit: Unit,
+    /// Linear or logarithmic, with its domain.
     pub scale: Scale,
 }
 
 /// How a series is stroked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Stroke {
+    /// A continuous line.
     #[default]
     Solid,
+    /// A dashed line.
     Dashed,
 }
 
@@ -28,18 +32,26 @@ pub enum Stroke {
 /// colour index into the palette.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Series {
+    /// Legend text.
     pub label: String,
+    /// Colour index into [`PALETTE`] (wrapping).
     pub color: usize,
+    /// Solid or dashed.
     pub stroke: Stroke,
+    /// (x, y) in data units, in drawing order.
     pub points: Vec<(f64, f64)>,
+    /// Shaded band (x, low y, high y), e.g. a 95% confidence interval; empty for none.
     pub band: Vec<(f64, f64, f64)>,
 }
 
 /// A shaded x-range with a label: an anomaly, or any band worth pointing at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Marker {
+    /// Start of the x-range, data units.
     pub from: f64,
+    /// End of the x-range, data units.
     pub to: f64,
+    /// Text drawn with it.
     pub label: String,
     /// Colour index of the run it belongs to.
     pub color: usize,
@@ -50,12 +62,17 @@ pub struct Marker {
 pub struct Chart {
     /// File stem when written alone (`throughput` → throughput.svg).
     pub id: String,
+    /// Title drawn above the chart.
     pub title: String,
     /// A line under the title (what the band means, what latency is…).
     pub subtitle: String,
+    /// Horizontal axis.
     pub x: Axis,
+    /// Vertical axis.
     pub y: Axis,
+    /// The lines, drawn in order.
     pub series: Vec<Series>,
+    /// Shaded x-ranges (anomalies).
     pub markers: Vec<Marker>,
     /// Horizontal lines at these y values (e.g. ratio 1).
     pub hlines: Vec<f64>,

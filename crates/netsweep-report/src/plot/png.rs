@@ -7,15 +7,19 @@ use std::sync::OnceLock;
 /// Why a plot could not be rendered to PNG.
 #[derive(Debug, thiserror::Error)]
 pub enum PngError {
+    /// usvg could not parse the SVG.
     #[error("the plot is not valid SVG: {0}")]
     Svg(String),
+    /// The raster would be empty or over 20 000 px on a side (width, height in px).
     #[error("the plot is too large to rasterise ({0}×{1} px)")]
     Size(u32, u32),
+    /// The PNG encoder failed.
     #[error("PNG encoding failed: {0}")]
     Encode(String),
     #[error(
         "no fonts found on this system, so plot labels cannot be drawn: install one (Debian: apt-get install fonts-dejavu-core)"
     )]
+    /// No system font is installed.
     NoFonts,
 }
 

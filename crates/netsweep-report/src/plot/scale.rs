@@ -5,8 +5,20 @@ use crate::units;
 /// Linear or base-10 logarithmic (the base only matters for tick placement).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scale {
-    Linear { min: f64, max: f64 },
-    Log { min: f64, max: f64 },
+    /// Linear from `min` to `max`, in data units.
+    Linear {
+        /// Lowest value shown.
+        min: f64,
+        /// Highest value shown.
+        max: f64,
+    },
+    /// Logarithmic from `min` to `max`, in data units (both positive).
+    Log {
+        /// Lowest value shown.
+        min: f64,
+        /// Highest value shown.
+        max: f64,
+    },
 }
 
 /// What the values on an axis are: it formats the tick labels, units included.
@@ -22,6 +34,8 @@ pub enum Unit {
     Percent,
     /// A ratio: 1.1×.
     Ratio,
+    /// Events per second with a decimal prefix: 500/s, 64k/s.
+    PerSecond,
     /// A plain number followed by this unit text.
     Plain(String),
 }
@@ -35,6 +49,7 @@ impl Unit {
             Unit::Mbps => units::rate_tick(v),
             Unit::Percent => format!("{}%", units::short(v * 100.0)),
             Unit::Ratio => format!("{}×", units::short(v)),
+            Unit::PerSecond => format!("{}/s", netsweep_model::load::si(v)),
             Unit::Plain(u) if u.is_empty() => units::short(v),
             Unit::Plain(u) => format!("{} {u}", units::short(v)),
         }

@@ -1,0 +1,118 @@
+//! netsweep-iperf3 against Debian's `iperf3 -s` in a namespace pair across a tbf-shaped veth:
+//! the receiver rate the server reports agrees with the shaper's arithmetic (docs/lab.md:
+//! rate × 1448/1514 for TCP/IPv4 at MTU 1500), and with the client's own figures.
+//! Needs root and iperf3: ignored without them, run by ./run-tests as root.
+
+mod common;
+
+use common::{listening, require_iperf3, Server};
+use netsweep_iperf3::{run_test, Bound, TestParams};
+use netsweep_lab::testing::{lab_test, run_id};
+use netsweep_lab::{Lab, Topology};
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+const SHAPED: &str = r#"
+[[hosts]]
+name = "client"
+[[hosts]]
+name = "server"
+[[links]]
+a = "client"
+b = "server"
+mtu = 1500
+rate = "100mbit"
+"#;
+
+/// `iperf3 -s -1` inside `host`, listening on `addr`.
+fn server_in(lab: &Lab, host: &str, addr: SocketAddr) -> Server {
+    let mut c = lab
+        .command(
+            host,
+            &[
+                "iperf3",
+                "-s",
+                "-1",
+                "-B",
+                &addr.ip().to_string(),
+                "-p",
+                &addr.port().to_string(),
+            ],
+        )
+        .unwrap();
+    c.stdout(Stdio::null()).stderr(Stdio::null());
+    let mut s = Server {
+        child: c.spawn().expect("spawning iperf3 in the lab"),
+        addr,
+    };
+    let port = addr.port();
+    let ns_listening = || lab.in_host(host, move || listening(port)).unwrap();
+    assert!(
+        s.wait_listening(ns_listening),
+        "iperf3 -s did not come up in {host}"
+    );
+    s
+}
+
+#[test]
+#[ignore = "needs root (lab namespaces) and iperf3: ./run-tests runs it as root"]
+fn server_reported_tcp_rate_matches_the_shaper_arithmetic() {
+    require_iperf3();
+    let _l = lab_test("iperf3_server_reported_tcp_rate");
+    let lab = Lab::up(&Topology::parse(SHAPED).unwrap(), &run_id("iperf3")).unwrap();
+    let ip = lab.address_for("client", "server").unwrap();
+    let addr = SocketAddr::from((ip, netsweep_iperf3::DEFAULT_PORT));
+    let expected = 100e6 * 1448.0 / 1514.0;
+    for reverse in [false, true] {
+        let mut srv = server_in(&lab, "server", addr);
+        // About 4 s at the goodput, so the start (slow start, TEST_START before the first
+        // byte) and the settle time weigh little.
+        let bytes = (expected / 8.0 * 4.0) as u64 / 1448 * 1448;
+        let mut p = TestParams::new(false, 128 * 1024, Bound::Bytes(bytes), reverse);
+        p.timeout = Duration::from_secs(10);
+        let o = lab
+            .in_host("client", move || run_test(addr, &p))
+            .unwrap()
+            .unwrap();
+        let s = o.server.stream();
+        let server_rate =
+            s.bytes.unwrap() as f64 * 8.0 / (s.end_time.unwrap() - s.start_time.unwrap());
+        let c = &o.client;
+        let client_secs = if reverse {
+            c.wall()
+        } else {
+            c.drained - c.start
+        }
+        .as_secs_f64();
+        let client_rate = c.bytes as f64 * 8.0 / client_secs;
+        eprintln!(
+            "reverse={reverse}: {} bytes; server {:.2} Mbit/s over {:.3} s, client {:.2} Mbit/s \
+             over {client_secs:.3} s; shaper {:.2} Mbit/s; server cpu {:?} %, cc {:?}, retransmits {:?}",
+            c.bytes,
+            server_rate / 1e6,
+            s.end_time.unwrap(),
+            client_rate / 1e6,
+            expected / 1e6,
+            o.server.cpu_util_total,
+            o.server.congestion_used,
+            s.retransmits,
+        );
+        assert_eq!(
+            s.bytes,
+            Some(c.bytes),
+            "reverse={reverse}: server and client bytes"
+        );
+        assert!(c.bytes >= bytes);
+        for (who, r) in [("server", server_rate), ("client", client_rate)] {
+            assert!(
+                (r / expected - 1.0).abs() < 0.03,
+                "reverse={reverse}: {who} rate {:.2} Mbit/s vs the shaper's {:.2}",
+                r / 1e6,
+                expected / 1e6
+            );
+        }
+        assert!(srv.exited(), "iperf3 -s -1 exits after its test");
+    }
+    lab.down().unwrap();
+}

@@ -1,0 +1,289 @@
+//! OpenMetrics (Prometheus text exposition) of a run's figures, for node_exporter's textfile
+//! collector: a systemd timer runs `netsweep run … -o /var/lib/node_exporter/textfile/x.prom`
+//! and the path's latency and throughput become time series. Base units throughout (seconds,
+//! bytes, bits per second, ratios), every series labelled with the path (transport, api,
+//! pattern, peer) so several runs can share one collector directory.
+
+use netsweep_model::results::{Distribution, PointResult, RunResult, RunStatus};
+use std::fmt::Write;
+
+/// The whole run as an OpenMetrics exposition, ending in `# EOF`.
+pub fn render(run: &RunResult) -> String {
+    let path = path_labels(run);
+    let mut m = Exposition::default();
+
+    m.family(
+        "netsweep_run",
+        "info",
+        "The run: tool version and how it ended.",
+    );
+    let status = match run.status {
+        RunStatus::Running => "running",
+        RunStatus::Complete => "complete",
+        RunStatus::Interrupted => "interrupted",
+        RunStatus::Failed => "failed",
+    };
+    m.sample(
+        "netsweep_run_info",
+        &format!(
+            "{path},version=\"{}\",status=\"{status}\"",
+            escape(&run.tool.version)
+        ),
+        1.0,
+    );
+    m.family(
+        "netsweep_run_points",
+        "gauge",
+        "Points (message sizes) measured.",
+    );
+    m.sample("netsweep_run_points", &path, run.points.len() as f64);
+    if let Some(s) = &run.summary {
+        m.family(
+            "netsweep_run_duration_seconds",
+            "gauge",
+            "Wall time of the sweep, session setup excluded.",
+        );
+        m.sample(
+            "netsweep_run_duration_seconds",
+            &path,
+            s.elapsed_ns as f64 / 1e9,
+        );
+        m.family(
+            "netsweep_peak_throughput_bits_per_second",
+            "gauge",
+            "Highest mean throughput over the points.",
+        );
+        let at = format!("{path},size=\"{}\"", s.peak_at_size);
+        m.sample(
+            "netsweep_peak_throughput_bits_per_second",
+            &at,
+            s.peak_mbps * 1e6,
+        );
+        if let (Some(ns), Some(size)) = (s.min_latency_ns, s.min_latency_at_size) {
+            m.family(
+                "netsweep_min_half_rtt_seconds",
+                "gauge",
+                "Smallest median one-way latency (RTT/2) over the points.",
+            );
+            let at = format!("{path},size=\"{size}\"");
+            m.sample("netsweep_min_half_rtt_seconds", &at, ns / 1e9);
+        }
+    }
+
+    let at = |p: &PointResult| format!("{path},size=\"{}\"", p.size);
+    m.family(
+        "netsweep_throughput_bits_per_second",
+        "gauge",
+        "Mean headline throughput per message size (pingpong: size over RTT/2; stream: receiver).",
+    );
+    for p in &run.points {
+        m.sample(
+            "netsweep_throughput_bits_per_second",
+            &at(p),
+            p.throughput_mbps.mean * 1e6,
+        );
+    }
+    let ci: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.precision_achieved.map(|c| (p, c)))
+        .collect();
+    if !ci.is_empty() {
+        m.family(
+            "netsweep_throughput_ci95_ratio",
+            "gauge",
+            "Half-width of the throughput's 95% confidence interval over its mean (absent with one trial).",
+        );
+        for (p, c) in ci {
+            m.sample("netsweep_throughput_ci95_ratio", &at(p), c);
+        }
+    }
+    let sender: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.sender_mbps.as_ref().map(|e| (p, e.mean)))
+        .collect();
+    if !sender.is_empty() {
+        m.family(
+            "netsweep_sender_throughput_bits_per_second",
+            "gauge",
+            "Stream: rate at which the sender's stack accepted bytes.",
+        );
+        for (p, v) in sender {
+            m.sample(
+                "netsweep_sender_throughput_bits_per_second",
+                &at(p),
+                v * 1e6,
+            );
+        }
+    }
+    let latency: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.latency.as_ref().map(|l| (p, &l.half_rtt_ns)))
+        .collect();
+    if !latency.is_empty() {
+        m.family(
+            "netsweep_half_rtt_seconds",
+            "summary",
+            "One-way latency (RTT/2) per message size: quantiles over every timed round trip.",
+        );
+        for (p, d) in latency {
+            quantiles(&mut m, "netsweep_half_rtt_seconds", &at(p), d);
+        }
+    }
+    let loss: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.loss.as_ref().map(|l| (p, l)))
+        .collect();
+    if !loss.is_empty() {
+        m.family(
+            "netsweep_datagrams_sent",
+            "gauge",
+            "Datagrams sent in the timed trials.",
+        );
+        for (p, l) in &loss {
+            m.sample("netsweep_datagrams_sent", &at(p), l.sent as f64);
+        }
+        m.family(
+            "netsweep_datagrams_lost",
+            "gauge",
+            "Datagrams sent and never received (distinct sequence numbers).",
+        );
+        for (p, l) in &loss {
+            m.sample("netsweep_datagrams_lost", &at(p), l.lost as f64);
+        }
+        m.family(
+            "netsweep_loss_ratio",
+            "gauge",
+            "Datagrams lost over datagrams sent.",
+        );
+        for (p, l) in &loss {
+            m.sample("netsweep_loss_ratio", &at(p), l.ratio);
+        }
+    }
+    let crr: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.crr.as_ref().map(|c| (p, c)))
+        .collect();
+    if !crr.is_empty() {
+        m.family(
+            "netsweep_crr_transaction_seconds",
+            "summary",
+            "connect/request/response/close: quantiles of the whole transaction.",
+        );
+        for (p, c) in crr {
+            quantiles(
+                &mut m,
+                "netsweep_crr_transaction_seconds",
+                &at(p),
+                &c.transaction_ns,
+            );
+        }
+    }
+    m.out.push_str("# EOF\n");
+    m.out
+}
+
+/// The labels naming the path a series belongs to.
+fn path_labels(run: &RunResult) -> String {
+    format!(
+        "transport=\"{}\",api=\"{}\",pattern=\"{}\",peer=\"{}\"",
+        run.spec.transport,
+        run.spec.api,
+        run.spec.pattern,
+        escape(&run.peer)
+    )
+}
+
+/// A summary's quantiles (ns in, seconds out) with its count and sum.
+fn quantiles(m: &mut Exposition, name: &str, labels: &str, d: &Distribution) {
+    for (q, v) in [
+        ("0.5", d.p50),
+        ("0.9", d.p90),
+        ("0.99", d.p99),
+        ("0.999", d.p999),
+    ] {
+        m.sample(name, &format!("{labels},quantile=\"{q}\""), v / 1e9);
+    }
+    m.sample(&format!("{name}_count"), labels, d.count as f64);
+    m.sample(
+        &format!("{name}_sum"),
+        labels,
+        d.mean * d.count as f64 / 1e9,
+    );
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The text being built.
+#[derive(Default)]
+struct Exposition {
+    out: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# TYPE {name} {kind}\n# HELP {name} {help}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &str, value: f64) {
+        let v = if value.is_finite() {
+            format!("{value}")
+        } else if value.is_nan() {
+            "NaN".into()
+        } else if value > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+        let _ = writeln!(self.out, "{name}{{{labels}}} {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_run() -> RunResult {
+        netsweep_model::results::load(include_str!("../../../tests/data/tcp-pingpong.json"))
+            .unwrap()
+    }
+
+    #[test]
+    fn every_point_is_a_series_and_the_exposition_ends_in_eof() {
+        let run = sample_run();
+        let text = render(&run);
+        assert!(text.ends_with("# EOF\n"));
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("netsweep_throughput_bits_per_second{"))
+            .count();
+        assert_eq!(series, run.points.len());
+        let p = &run.points[0];
+        let line = format!(
+            "netsweep_throughput_bits_per_second{{transport=\"tcp\",api=\"basic\",pattern=\"pingpong\",peer=\"{}\",size=\"{}\"}} {}",
+            run.peer,
+            p.size,
+            p.throughput_mbps.mean * 1e6
+        );
+        assert!(text.contains(&line), "{line} not in\n{text}");
+        let median = p.latency.as_ref().unwrap().half_rtt_ns.p50 / 1e9;
+        assert!(text.contains(&format!(
+            "size=\"{}\",quantile=\"0.5\"}} {median}\n",
+            p.size
+        )));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
