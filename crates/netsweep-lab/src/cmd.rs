@@ -1,10 +1,10 @@
-//! Running the external tools (`ip`, `tc`, `nft`, `ethtool`) through netsweep-core's runner
+//! Running the external tools (`ip`, `tc`, `nft`, `ethtool`) through netsweep-tool's runner
 //! (found on PATH or in the sbin directories, bounded by a timeout), failures reported with
 //! the command line, its stderr and a fix.
 
 use crate::error::{LabError, Result};
-use netsweep_core::tool::ToolError;
-pub use netsweep_core::tool::{command, command_line, find_tool, wait_timeout, Output};
+use netsweep_tool::ToolError;
+pub use netsweep_tool::{command, command_line, find_tool, wait_timeout, Output};
 use std::time::Duration;
 
 /// How long any one tool invocation may take.
@@ -13,7 +13,7 @@ pub const TOOL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs `tool args…` with optional stdin, capturing output, within [`TOOL_TIMEOUT`].
 /// Does not judge the exit status.
 pub fn output(tool: &str, args: &[String], stdin: Option<&str>) -> Result<Output> {
-    netsweep_core::tool::output(tool, args, stdin, TOOL_TIMEOUT).map_err(|e| match e {
+    netsweep_tool::output(tool, args, stdin, TOOL_TIMEOUT).map_err(|e| match e {
         ToolError::Wait(io) => {
             LabError::io(format!("waiting for `{}`", command_line(tool, args)), io)
         }

@@ -250,3 +250,33 @@ impl TunnelLayout {
         [&self.a, &self.b].into_iter().find(|e| e.host == host)
     }
 }
+
+impl Layout {
+    /// The hosts that are not routers, in topology order: the hosts a `netsweep mesh` rank
+    /// can stand in for (rank i is the i-th).
+    pub fn end_hosts(&self) -> Vec<&HostLayout> {
+        self.hosts.iter().filter(|h| !h.router).collect()
+    }
+
+    /// The IPv4 address `from` should use to reach `to`: `to`'s end of a link between them
+    /// when there is one, else `to`'s first address (reached through routers).
+    pub fn address_toward(&self, from: &str, to: &str) -> Option<std::net::Ipv4Addr> {
+        let direct = self.links.iter().find_map(|l| {
+            if l.a.host == from && l.b.host == to {
+                Some(l.b.addr)
+            } else if l.b.host == from && l.a.host == to {
+                Some(l.a.addr)
+            } else {
+                None
+            }
+        });
+        direct.or_else(|| {
+            self.links.iter().find_map(|l| {
+                [&l.a, &l.b]
+                    .into_iter()
+                    .find(|e| e.host == to)
+                    .map(|e| e.addr)
+            })
+        })
+    }
+}

@@ -13,9 +13,13 @@
 //! # Ok::<(), netsweep_lab::LabError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod addressing;
 mod build;
+mod children;
 pub mod clean;
+mod clients;
 pub mod cmd;
 pub mod counters;
 mod describe;

@@ -23,6 +23,22 @@ where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
+    let name = ns.to_string();
+    let handle = std::thread::Builder::new()
+        .name(format!("netns {ns}"))
+        .spawn(move || -> Result<T> {
+            enter(&name)?;
+            Ok(f())
+        })
+        .map_err(|e| LabError::io("starting a namespace thread", e))?;
+    handle
+        .join()
+        .map_err(|_| LabError::Usage(format!("the code run in namespace {ns} panicked")))?
+}
+
+/// Moves the calling thread into namespace `ns` for good: sockets it opens from now on, and
+/// threads it starts, belong to `ns` (a `netsweep mesh` rank standing in for a lab host).
+pub fn enter(ns: &str) -> Result<()> {
     let path = netns_path(ns);
     let file = File::open(&path).map_err(|e| {
         LabError::Usage(format!(
@@ -30,24 +46,14 @@ where
             path.display()
         ))
     })?;
-    let name = ns.to_string();
-    let handle = std::thread::Builder::new()
-        .name(format!("netns {ns}"))
-        .spawn(move || -> Result<T> {
-            // SAFETY: setns on a valid, open namespace fd affects only this thread.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
-                return Err(LabError::io(
-                    format!("entering namespace {name} (needs root)"),
-                    std::io::Error::last_os_error(),
-                ));
-            }
-            Ok(f())
-        })
-        .map_err(|e| LabError::io("starting a namespace thread", e))?;
-    handle
-        .join()
-        .map_err(|_| LabError::Usage(format!("the code run in namespace {ns} panicked")))?
+    // SAFETY: setns on a valid, open namespace fd affects only the calling thread.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(LabError::io(
+            format!("entering namespace {ns} (needs root)"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 /// Writes a sysctl (e.g. `net/ipv4/ip_forward`) inside namespace `ns`.

@@ -4,6 +4,7 @@
 //!
 //! The runner relies only on the binary's exit status and the files it writes.
 
+use crate::clients::one_run;
 use crate::error::{LabError, Result};
 use crate::lab::Lab;
 use crate::layout::Layout;
@@ -14,19 +15,17 @@ use serde::Serialize;
 use std::fs::File;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `schema` of `index.json`.
 pub const INDEX_SCHEMA: &str = "netsweep-scenario-index";
 /// `schema_version` of `index.json`.
 pub const INDEX_SCHEMA_VERSION: u32 = 1;
+
+pub use crate::children::{listening, proc_net_listens};
 /// How long `netsweep serve` gets to start listening.
 pub const SERVER_READY_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a child gets between SIGTERM and SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-/// Poll interval while waiting for children.
-const POLL: Duration = Duration::from_millis(20);
 
 /// Options of [`run_scenario_with`].
 #[derive(Debug, Clone)]
@@ -279,8 +278,8 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
 
     let total = scenario.runs.len();
     for (index, run) in scenario.runs.iter().enumerate() {
-        let result = if signals::interrupted() {
-            skipped(run)
+        let results = if signals::interrupted() {
+            vec![skipped(run)]
         } else {
             one_run(
                 &lab,
@@ -300,19 +299,21 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
                 },
             )
         };
-        if matches!(
-            result.status,
-            ScenarioRunStatus::Interrupted | ScenarioRunStatus::Skipped
-        ) {
-            outcome.interrupted = true;
-        }
-        outcome.runs.push(result);
-        if let Some(last) = outcome.runs.last() {
-            progress(&Progress::RunFinished {
-                index,
-                total,
-                outcome: last,
-            });
+        for result in results {
+            if matches!(
+                result.status,
+                ScenarioRunStatus::Interrupted | ScenarioRunStatus::Skipped
+            ) {
+                outcome.interrupted = true;
+            }
+            outcome.runs.push(result);
+            if let Some(last) = outcome.runs.last() {
+                progress(&Progress::RunFinished {
+                    index,
+                    total,
+                    outcome: last,
+                });
+            }
         }
         write_json(&outcome.index_path(), &outcome)?;
     }
@@ -328,7 +329,7 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
     Ok(outcome)
 }
 
-fn skipped(run: &ScenarioRun) -> ScenarioRunOutcome {
+pub(crate) fn skipped(run: &ScenarioRun) -> ScenarioRunOutcome {
     ScenarioRunOutcome {
         name: run.name.clone(),
         client: run.client.clone(),
@@ -347,7 +348,7 @@ fn skipped(run: &ScenarioRun) -> ScenarioRunOutcome {
     }
 }
 
-fn target(lab: &Lab, run: &ScenarioRun) -> Result<(IpAddr, String)> {
+pub(crate) fn target(lab: &Lab, run: &ScenarioRun) -> Result<(IpAddr, String)> {
     let addr = match &run.via {
         Some(via) => lab.address(&run.server, via)?,
         None => lab.address_for(&run.client, &run.server)?,
@@ -355,7 +356,7 @@ fn target(lab: &Lab, run: &ScenarioRun) -> Result<(IpAddr, String)> {
     Ok((IpAddr::V4(addr), format!("{addr}:{}", run.port)))
 }
 
-fn log_file(path: &Path) -> Result<(Stdio, Stdio)> {
+pub(crate) fn log_file(path: &Path) -> Result<(Stdio, Stdio)> {
     let f =
         File::create(path).map_err(|e| LabError::io(format!("creating {}", path.display()), e))?;
     let g = f
@@ -364,226 +365,9 @@ fn log_file(path: &Path) -> Result<(Stdio, Stdio)> {
     Ok((Stdio::from(f), Stdio::from(g)))
 }
 
-#[allow(clippy::too_many_arguments)]
-fn one_run(
-    lab: &Lab,
-    run: &ScenarioRun,
-    exe: &Path,
-    out_dir: &Path,
-    lab_meta: &Path,
-    opts: &RunOptions,
-    starting: &mut dyn FnMut(&str, &[String]),
-) -> ScenarioRunOutcome {
-    let mut out = skipped(run);
-    out.message = None;
-    out.status = ScenarioRunStatus::Error;
-    let (addr, tgt) = match target(lab, run) {
-        Ok(t) => t,
-        Err(e) => {
-            out.message = Some(e.to_string());
-            return out;
-        }
-    };
-    out.target = tgt.clone();
-    let results = out_dir.join(&out.results);
-    let _ = std::fs::remove_file(&results);
-    let exe_s = exe.display().to_string();
-    let mut command = vec![exe_s.clone(), "run".into(), tgt.clone()];
-    command.extend(run.args.iter().cloned());
-    command.extend([
-        "-o".into(),
-        results.display().to_string(),
-        "--lab-meta".into(),
-        lab_meta.display().to_string(),
-    ]);
-    out.command = command.clone();
-    starting(&tgt, &command);
-
-    // Server.
-    let mut server_argv = vec![
-        exe_s,
-        "serve".into(),
-        "--bind".into(),
-        addr.to_string(),
-        "--port".into(),
-        run.port.to_string(),
-    ];
-    server_argv.extend(run.server_args.iter().cloned());
-    let server = lab.command(&run.server, &server_argv).and_then(|mut c| {
-        let (o, e) = log_file(&out_dir.join(&out.server_log))?;
-        c.stdin(Stdio::null()).stdout(o).stderr(e);
-        c.spawn()
-            .map_err(|e| LabError::io(format!("starting netsweep serve in {}", run.server), e))
-    });
-    let mut server = match server {
-        Ok(s) => s,
-        Err(e) => {
-            out.message = Some(e.to_string());
-            return out;
-        }
-    };
-    match wait_listening(&mut server, run.port, opts.server_ready_timeout) {
-        Ready::Yes => {}
-        Ready::Interrupted => {
-            stop(&mut server);
-            out.status = ScenarioRunStatus::Interrupted;
-            out.message = Some("interrupted while the server was starting".into());
-            return out;
-        }
-        Ready::No(why) => {
-            stop(&mut server);
-            out.status = ScenarioRunStatus::ServerFailed;
-            out.message = Some(format!("{why}; see {}", out.server_log));
-            return out;
-        }
-    }
-
-    // Client.
-    let client = lab.command(&run.client, &command[..]).and_then(|mut c| {
-        let (o, e) = log_file(&out_dir.join(&out.log))?;
-        c.stdin(Stdio::null()).stdout(o).stderr(e);
-        c.spawn()
-            .map_err(|e| LabError::io(format!("starting netsweep run in {}", run.client), e))
-    });
-    let started = Instant::now();
-    let mut client = match client {
-        Ok(c) => c,
-        Err(e) => {
-            stop(&mut server);
-            out.message = Some(e.to_string());
-            return out;
-        }
-    };
-    let deadline = started + Duration::from_secs(run.timeout_secs);
-    loop {
-        match client.try_wait() {
-            Ok(Some(st)) => {
-                out.exit_code = st.code();
-                if st.success() {
-                    out.status = ScenarioRunStatus::Ok;
-                } else {
-                    out.status = ScenarioRunStatus::Failed;
-                    out.message = Some(match st.code() {
-                        Some(c) => format!("netsweep run exited with {c}; see {}", out.log),
-                        None => format!("netsweep run was killed by a signal; see {}", out.log),
-                    });
-                }
-                break;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                out.message = Some(format!("waiting for netsweep run: {e}"));
-                stop(&mut client);
-                break;
-            }
-        }
-        if signals::interrupted() {
-            stop(&mut client);
-            out.status = ScenarioRunStatus::Interrupted;
-            out.message = Some("interrupted".into());
-            break;
-        }
-        if Instant::now() >= deadline {
-            stop(&mut client);
-            out.status = ScenarioRunStatus::TimedOut;
-            out.message = Some(format!(
-                "netsweep run took longer than {} s and was stopped; raise `timeout` in the run",
-                run.timeout_secs
-            ));
-            break;
-        }
-        std::thread::sleep(POLL);
-    }
-    out.duration_secs = started.elapsed().as_secs_f64();
-    stop(&mut server);
-    out.results_written = results.exists();
-    out
-}
-
-enum Ready {
-    Yes,
-    No(String),
-    Interrupted,
-}
-
-/// Waits until something in the server's namespace listens on TCP `port` (read from
-/// /proc/<pid>/net/tcp{,6}, which show the namespace of that process), the server exits, or
-/// time runs out. No connection is made, so the server sees no stray client.
-fn wait_listening(server: &mut Child, port: u16, timeout: Duration) -> Ready {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(Some(st)) = server.try_wait() {
-            return Ready::No(format!("netsweep serve exited early ({st})"));
-        }
-        if listening(server.id(), port) {
-            return Ready::Yes;
-        }
-        if signals::interrupted() {
-            return Ready::Interrupted;
-        }
-        if Instant::now() >= deadline {
-            return Ready::No(format!(
-                "netsweep serve did not listen on port {port} within {} s",
-                timeout.as_secs()
-            ));
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// Whether a TCP socket in `pid`'s namespace listens on `port`.
-pub fn listening(pid: u32, port: u16) -> bool {
-    ["tcp", "tcp6"].iter().any(|f| {
-        std::fs::read_to_string(format!("/proc/{pid}/net/{f}"))
-            .map(|t| proc_net_listens(&t, port))
-            .unwrap_or(false)
-    })
-}
-
-/// Whether /proc/net/tcp text has a LISTEN (state 0A) socket on `port`.
-pub fn proc_net_listens(text: &str, port: u16) -> bool {
-    text.lines().skip(1).any(|l| {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        let local_port = w
-            .get(1)
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| u16::from_str_radix(p, 16).ok());
-        local_port == Some(port) && w.get(3) == Some(&"0A")
-    })
-}
-
-/// SIGTERM, then SIGKILL after a grace period; reaps the child.
-fn stop(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: signalling our own child by pid.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    let deadline = Instant::now() + STOP_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(POLL);
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_listening_sockets() {
-        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0112A8C6:1C20 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n   1: 0112A8C6:1C21 0212A8C6:9C40 01 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0\n";
-        assert!(proc_net_listens(t, 7200));
-        assert!(!proc_net_listens(t, 7201), "established, not listening");
-        assert!(!proc_net_listens(t, 80));
-        assert!(!proc_net_listens("", 7200));
-    }
 
     #[test]
     fn outcome_exit_codes() {
@@ -613,6 +397,7 @@ mod tests {
             via: None,
             port: 7200,
             timeout_secs: 1,
+            clients: 1,
         });
         r.status = ScenarioRunStatus::Failed;
         o.runs.push(r);

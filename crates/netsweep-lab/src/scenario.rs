@@ -17,6 +17,8 @@ use toml::Spanned;
 
 /// The port `netsweep serve` listens on in a scenario unless a run says otherwise.
 pub const DEFAULT_PORT: u16 = 7200;
+/// Most `clients` of one run.
+pub const MAX_CLIENTS: u32 = 64;
 /// How long one run may take unless it says otherwise (seconds).
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 
@@ -59,6 +61,9 @@ pub struct ScenarioRun {
     pub port: u16,
     /// Seconds the client may take before it is killed.
     pub timeout_secs: u64,
+    /// `netsweep run` processes started at once against the one server (`clients = N`,
+    /// default 1); with more than one, client i's results and log are `<name>-<i>`.
+    pub clients: u32,
 }
 
 /// One `[[compare]]`.
@@ -121,6 +126,7 @@ struct RawRun {
     via: Option<Spanned<String>>,
     port: Option<u16>,
     timeout: Option<Spanned<u64>>,
+    clients: Option<Spanned<u32>>,
 }
 
 fn no_args() -> Spanned<Vec<String>> {
@@ -319,6 +325,26 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             Some(t) => *t.get_ref(),
             None => DEFAULT_TIMEOUT_SECS,
         };
+        let clients = match &rr.clients {
+            Some(c) if !(1..=MAX_CLIENTS).contains(c.get_ref()) => {
+                return Err(err(
+                    format!("{p}.clients"),
+                    start(c),
+                    format!(
+                        "clients = {} is out of range: give 1 to {MAX_CLIENTS}",
+                        c.get_ref()
+                    ),
+                ))
+            }
+            Some(c) => *c.get_ref(),
+            None => 1,
+        };
+        if clients > 1 {
+            // Comparisons may name each client's results.
+            for i in 1..=clients {
+                names.insert(format!("{name}-{i}"));
+            }
+        }
         runs.push(ScenarioRun {
             name: name.clone(),
             client,
@@ -328,6 +354,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             via,
             port: rr.port.unwrap_or(DEFAULT_PORT),
             timeout_secs,
+            clients,
         });
     }
     let mut compare = Vec::new();
@@ -417,6 +444,19 @@ title = "tcp vs udp"
             Err(LabError::Spec(e)) => e,
             other => panic!("expected a spec error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn several_clients_against_one_server() {
+        let many = GOOD.replace("port = 7300", "port = 7300\nclients = 3")
+            + "\n[[compare]]\nruns = [\"udp-1\", \"udp-3\"]\n";
+        let s = Scenario::parse(&many).unwrap();
+        assert_eq!((s.runs[0].clients, s.runs[1].clients), (1, 3));
+        assert_eq!(s.compare[1].runs, ["udp-1", "udp-3"]);
+        let e = err(&GOOD.replace("port = 7300", "port = 7300\nclients = 0"));
+        assert!(e.to_string().contains("give 1 to 64"), "{e}");
+        let e = err(&(many.replace("clients = 3", "clients = 2")));
+        assert!(e.to_string().contains("no run called \"udp-3\""), "{e}");
     }
 
     #[test]

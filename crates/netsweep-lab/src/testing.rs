@@ -139,6 +139,12 @@ impl InducedDrops {
 
     /// Frames dropped so far.
     pub fn dropped(&self) -> Result<u64> {
+        self.dropped_with_bytes().map(|(p, _)| p)
+    }
+
+    /// Frames dropped so far and their bytes (from the network header on): with UDP GSO a
+    /// dropped frame is a super-datagram of several datagrams, which its bytes count.
+    pub fn dropped_with_bytes(&self) -> Result<(u64, u64)> {
         let args = [
             "netns",
             "exec",
@@ -153,7 +159,7 @@ impl InducedDrops {
         ]
         .map(String::from);
         let out = cmd::run("reading the induced-drop counter", "ip", &args, None)?;
-        parse_nft_counter(&out).map(|(p, _)| p).ok_or_else(|| {
+        parse_nft_counter(&out).ok_or_else(|| {
             LabError::Usage(format!(
                 "nft printed no counter drops in table netdev {} of {}",
                 self.table, self.ns

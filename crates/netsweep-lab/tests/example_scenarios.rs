@@ -19,14 +19,21 @@ fn load(name: &str) -> (Scenario, Layout) {
 fn every_example_parses() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "toml") {
-            load(p.file_name().unwrap().to_str().unwrap());
-            n += 1;
+    for sub in ["", "seeds"] {
+        for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let name = format!("{sub}/{}", p.file_name().unwrap().to_str().unwrap());
+                load(name.trim_start_matches('/'));
+                n += 1;
+            }
         }
     }
-    assert!(n >= 6, "found {n} scenarios in {}", dir.display());
+    assert!(
+        n >= 11,
+        "found {n} scenarios in {} and its seeds/",
+        dir.display()
+    );
 }
 
 #[test]
@@ -98,4 +105,29 @@ fn shaped() {
     assert_eq!(sh[0].rate.bits_per_sec, 100_000_000);
     assert!(s.runs.iter().any(|r| r.args.contains(&"tcp".to_string())));
     assert!(s.runs.iter().any(|r| r.args.contains(&"udp".to_string())));
+}
+
+/// Seed 003 compares three series — direct, routed through the redirector, encapsulated —
+/// and the routed one really targets the server's address behind the redirector.
+#[test]
+fn seed_003_has_direct_routed_and_encapsulated_series() {
+    let (s, l) = load("seeds/003-redirector.toml");
+    let names: Vec<&str> = s.runs.iter().map(|r| r.name.as_str()).collect();
+    for n in [
+        "direct",
+        "routed",
+        "encapsulated",
+        "crr-direct",
+        "crr-routed",
+        "crr-encapsulated",
+    ] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    let routed = s.runs.iter().find(|r| r.name == "routed").unwrap();
+    assert_eq!(routed.via.as_deref(), Some("redirector-server"));
+    assert!(
+        l.links.iter().any(|k| k.name == "redirector-server"),
+        "no such link"
+    );
+    assert_eq!(s.compare[0].runs, ["direct", "routed", "encapsulated"]);
 }

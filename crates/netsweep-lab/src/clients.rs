@@ -1,0 +1,244 @@
+//! One scenario run: its `netsweep serve` in the server host, then its `netsweep run` in the
+//! client host — or, with `clients = N`, N of them at once against the one server (the seed
+//! 002 "multiple clients / single server" test), each with its own results and log — and
+//! the server's session limits raised to fit the clients and their background flows.
+
+use crate::children::{stop, wait_listening, Ready, POLL};
+use crate::error::LabError;
+use crate::lab::Lab;
+use crate::runner::{log_file, skipped, target, RunOptions, ScenarioRunOutcome, ScenarioRunStatus};
+use crate::scenario::ScenarioRun;
+use crate::signals;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The arguments `netsweep serve` gets for `run`: its own, and with several clients (or
+/// background flows) room for every session they open from their one address, unless the
+/// run sets those limits itself.
+fn server_args(run: &ScenarioRun) -> Vec<String> {
+    let mut args = run.server_args.clone();
+    let flows = 1 + run
+        .args
+        .iter()
+        .filter(|a| a.starts_with("--background"))
+        .count();
+    let sessions = run.clients as usize * flows;
+    if sessions > 1 {
+        for flag in ["--max-sessions", "--max-sessions-per-ip"] {
+            if !args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+            {
+                args.extend([flag.to_string(), sessions.to_string()]);
+            }
+        }
+    }
+    args
+}
+
+/// One `[[run]]`: its server, then its client (or, with `clients = N`, N clients at once
+/// against the one server, each with its own results and log, named `<run>-<i>`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn one_run(
+    lab: &Lab,
+    run: &ScenarioRun,
+    exe: &Path,
+    out_dir: &Path,
+    lab_meta: &Path,
+    opts: &RunOptions,
+    starting: &mut dyn FnMut(&str, &[String]),
+) -> Vec<ScenarioRunOutcome> {
+    let mut proto = skipped(run);
+    proto.message = None;
+    proto.status = ScenarioRunStatus::Error;
+    let (addr, tgt) = match target(lab, run) {
+        Ok(t) => t,
+        Err(e) => {
+            proto.message = Some(e.to_string());
+            return vec![proto];
+        }
+    };
+    proto.target = tgt.clone();
+    let exe_s = exe.display().to_string();
+    let mut outs: Vec<ScenarioRunOutcome> = (1..=run.clients)
+        .map(|i| {
+            let mut out = proto.clone();
+            if run.clients > 1 {
+                out.name = format!("{}-{i}", run.name);
+                out.results = format!("{}.json", out.name);
+                out.log = format!("{}.log", out.name);
+            }
+            let results = out_dir.join(&out.results);
+            let _ = std::fs::remove_file(&results);
+            let mut command = vec![exe_s.clone(), "run".into(), tgt.clone()];
+            command.extend(run.args.iter().cloned());
+            command.extend([
+                "-o".into(),
+                results.display().to_string(),
+                "--lab-meta".into(),
+                lab_meta.display().to_string(),
+            ]);
+            out.command = command;
+            out
+        })
+        .collect();
+    starting(&tgt, &outs[0].command);
+
+    // Server.
+    let mut server_argv = vec![
+        exe_s,
+        "serve".into(),
+        "--bind".into(),
+        addr.to_string(),
+        "--port".into(),
+        run.port.to_string(),
+    ];
+    server_argv.extend(server_args(run));
+    let server = lab.command(&run.server, &server_argv).and_then(|mut c| {
+        let (o, e) = log_file(&out_dir.join(&proto.server_log))?;
+        c.stdin(Stdio::null()).stdout(o).stderr(e);
+        c.spawn()
+            .map_err(|e| LabError::io(format!("starting netsweep serve in {}", run.server), e))
+    });
+    let mut server = match server {
+        Ok(s) => s,
+        Err(e) => {
+            let m = e.to_string();
+            return every(outs, |o| o.message = Some(m.clone()));
+        }
+    };
+    match wait_listening(&mut server, run.port, opts.server_ready_timeout) {
+        Ready::Yes => {}
+        Ready::Interrupted => {
+            stop(&mut server);
+            return every(outs, |o| {
+                o.status = ScenarioRunStatus::Interrupted;
+                o.message = Some("interrupted while the server was starting".into());
+            });
+        }
+        Ready::No(why) => {
+            stop(&mut server);
+            return every(outs, |o| {
+                o.status = ScenarioRunStatus::ServerFailed;
+                o.message = Some(format!("{why}; see {}", o.server_log));
+            });
+        }
+    }
+
+    // Clients, all at once.
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for out in &mut outs {
+        let client = lab
+            .command(&run.client, &out.command[..])
+            .and_then(|mut c| {
+                let (o, e) = log_file(&out_dir.join(&out.log))?;
+                c.stdin(Stdio::null()).stdout(o).stderr(e);
+                c.spawn().map_err(|e| {
+                    LabError::io(format!("starting netsweep run in {}", run.client), e)
+                })
+            });
+        match client {
+            Ok(c) => clients.push(Some(c)),
+            Err(e) => {
+                out.message = Some(e.to_string());
+                clients.push(None);
+            }
+        }
+    }
+    let deadline = started + Duration::from_secs(run.timeout_secs);
+    while clients.iter().any(Option::is_some) {
+        for (slot, out) in clients.iter_mut().zip(outs.iter_mut()) {
+            let Some(client) = slot else { continue };
+            let done = match client.try_wait() {
+                Ok(Some(st)) => {
+                    out.exit_code = st.code();
+                    if st.success() {
+                        out.status = ScenarioRunStatus::Ok;
+                    } else {
+                        out.status = ScenarioRunStatus::Failed;
+                        out.message = Some(match st.code() {
+                            Some(c) => format!("netsweep run exited with {c}; see {}", out.log),
+                            None => format!("netsweep run was killed by a signal; see {}", out.log),
+                        });
+                    }
+                    true
+                }
+                Ok(None) if signals::interrupted() => {
+                    stop(client);
+                    out.status = ScenarioRunStatus::Interrupted;
+                    out.message = Some("interrupted".into());
+                    true
+                }
+                Ok(None) if Instant::now() >= deadline => {
+                    stop(client);
+                    out.status = ScenarioRunStatus::TimedOut;
+                    out.message = Some(format!(
+                        "netsweep run took longer than {} s and was stopped; raise `timeout` in the run",
+                        run.timeout_secs
+                    ));
+                    true
+                }
+                Ok(None) => false,
+                Err(e) => {
+                    out.message = Some(format!("waiting for netsweep run: {e}"));
+                    stop(client);
+                    true
+                }
+            };
+            if done {
+                out.duration_secs = started.elapsed().as_secs_f64();
+                *slot = None;
+            }
+        }
+        std::thread::sleep(POLL);
+    }
+    stop(&mut server);
+    for out in &mut outs {
+        out.results_written = out_dir.join(&out.results).exists();
+    }
+    outs
+}
+
+/// Applies `f` to every outcome and returns them.
+fn every(
+    mut outs: Vec<ScenarioRunOutcome>,
+    f: impl Fn(&mut ScenarioRunOutcome),
+) -> Vec<ScenarioRunOutcome> {
+    outs.iter_mut().for_each(f);
+    outs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_makes_room_for_every_client_and_background_flow() {
+        let mut run = ScenarioRun {
+            name: "a".into(),
+            client: "c".into(),
+            server: "s".into(),
+            args: vec!["--background".into(), "stream".into()],
+            server_args: vec!["-q".into()],
+            via: None,
+            port: 7200,
+            timeout_secs: 1,
+            clients: 1,
+        };
+        assert_eq!(
+            server_args(&run),
+            ["-q", "--max-sessions", "2", "--max-sessions-per-ip", "2"]
+        );
+        run.clients = 4;
+        run.server_args = vec!["--max-sessions=100".into()];
+        assert_eq!(
+            server_args(&run),
+            ["--max-sessions=100", "--max-sessions-per-ip", "8"]
+        );
+        run.args.clear();
+        run.clients = 1;
+        assert!(server_args(&run) == ["--max-sessions=100"]);
+    }
+}
