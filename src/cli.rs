@@ -1,8 +1,12 @@
 //! Command-line definitions (clap). Every flag documents its unit and default.
 
-use crate::values::{self, ApiArg, CompareFormat, FormatArg, PatternArg, PerSide, TransportArg};
+use crate::values::{
+    self, ApiArg, CompareFormat, FormatArg, LayoutArg, PatternArg, PerSide, TransportArg,
+};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
+use netsweep_engine::auth::AuthKey;
+use netsweep_model::background::BackgroundSpec;
 use std::time::Duration;
 
 /// Default TCP port of `netsweep serve`'s control connection.
@@ -44,26 +48,110 @@ pub enum Command {
     Lab(LabArgs),
     /// Run experiment files: a lab topology plus runs across it (needs root).
     Scenario(ScenarioArgs),
+    /// Measure a cluster under `mpirun -np N`: every pair (or ring, incast, bisection), N×N
+    /// matrices and heatmaps (a build with `--features mpi`).
+    #[command(
+        long_about = "Measure a cluster under MPI: `mpirun -np N netsweep mesh [run options]`. \
+Rank i is host i; every rank runs a server and measures the ranks the layout pairs it with, \
+over the run's transport and pattern (MPI only launches, synchronises and gathers). Rank 0 \
+writes one results file (every pair's points, N×N latency and throughput matrices per size, \
+the pairs and hosts well below the others) and an HTML page with heatmaps beside it. \
+With --lab, rank i measures from the i-th non-router host of a lab (`netsweep lab up`), in its \
+namespace. Needs a build with `--features mpi` (Open MPI); docs/mesh.md has the details."
+    )]
+    Mesh(Box<MeshArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        long_about = "Print a shell completion script, generated from this command line.\n\n\
+Install it, e.g.:\n  netsweep completions bash > /etc/bash_completion.d/netsweep\n  \
+netsweep completions zsh > \"${fpath[1]}/_netsweep\"\n  \
+netsweep completions fish > ~/.config/fish/completions/netsweep.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per subcommand into a directory.
+    #[command(
+        long_about = "Print the man page netsweep(1) in roff, generated from this command line; \
+view it with `netsweep man | man -l -`. With --dir, write netsweep.1 and one page per subcommand \
+(netsweep-run.1, netsweep-lab-up.1, ...) into that directory, e.g. /usr/local/share/man/man1."
+    )]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MeshArgs {
+    /// Who measures whom: pairs (every pair once, a round-robin of disjoint pairs, N−1
+    /// rounds), ring (each rank to the next, all at once), incast (every rank to rank 0 at
+    /// once) or bisection (the lower half to the upper half at once).
+    #[arg(long, default_value = "pairs")]
+    pub layout: LayoutArg,
+
+    /// Stand in for a lab's hosts: rank i runs in the namespace of the lab's i-th non-router
+    /// host (needs root and a lab from `netsweep lab up`).
+    #[arg(long, value_name = "RUN_ID")]
+    pub lab: Option<String>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write netsweep.1 and a page per subcommand into this existing directory instead of
+    /// printing netsweep.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Server to measure against, as HOST or HOST:PORT (IPv6: [ADDR]:PORT). Without it, an
-    /// in-process server on loopback is used over the same control protocol.
+    /// in-process server on loopback is used over the same control protocol. An iperf3 server:
+    /// iperf3://HOST[:PORT] with -p stream (docs/iperf3.md).
     #[arg(value_name = "HOST[:PORT]")]
     pub host: Option<String>,
 
     /// Transport under test (unix is short for unix-stream; packet is raw Ethernet, shm a
-    /// shared-memory ring). `netsweep list` shows which work here.
+    /// shared-memory ring, mpi MPI messages: `mpirun -np 2 netsweep run -t mpi`, no HOST, in
+    /// a build with `--features mpi`). `netsweep list` shows which work here.
     #[arg(short, long, default_value = "tcp")]
     pub transport: TransportArg,
 
-    /// Traffic pattern: pingpong (timed round trips), stream (one way, both ends count) or
-    /// crr (connect, request, response, close).
+    /// Traffic pattern: pingpong (timed round trips), stream (one way, client to server — or
+    /// server to client with --reverse; both ends count), crr (connect, request, response,
+    /// close) or bidir (both ways at once on one connection, each direction counted on its
+    /// own; tcp, mptcp, unix-stream, udp, unix-dgram with --api basic).
     #[arg(short, long, default_value = "pingpong")]
     pub pattern: PatternArg,
 
+    /// Reverse the stream: the server sends and the client receives (iperf3 -R). The
+    /// results then record `reverse: true`, the server's rate as the sender's and the
+    /// client's as the receiver's. Stream only: pingpong and crr already cross both ways.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+
+    /// Concurrent flows (iperf3 -P, neper -F): N data connections of the transport, all
+    /// started together. stream: each flow sends for the trial time, the point's figure is
+    /// the aggregate; pingpong: N request/response flows with one transaction outstanding
+    /// each (neper tcp_rr), latency percentiles over all of them. Per-flow counts, Jain's
+    /// fairness index and the start skew are recorded. tcp, mptcp, unix-stream; --api basic.
+    #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
+    pub flows: u32,
+
+    /// Data threads per side for --flows (neper -T): flows beyond it share a thread through
+    /// epoll. Default: one per CPU, at most the flows.
+    #[arg(long, default_value_t = 0, value_name = "T", hide_default_value = true)]
+    pub threads: u32,
+
     /// How data is handed to the stack (each transport supports a subset: see `netsweep list`).
+    /// gso (udp, stream): one sendmsg carries up to 64 datagrams cut by the kernel
+    /// (UDP_SEGMENT), the receiver splits coalesced UDP_GRO packets; --batch defaults to 64.
     #[arg(long, default_value = "basic")]
     pub api: ApiArg,
 
@@ -111,9 +199,44 @@ pub struct RunArgs {
     #[arg(long)]
     pub refine: bool,
 
+    /// Offered load of `-p rate`: requests per second (10k, 2500; decimal k, M, G) or a bit
+    /// rate of requests (50mbit, 1gbit: requests/s = bits ÷ (8 × size)). Requests leave on
+    /// this schedule whatever the replies do; latency runs from each intended send time.
+    #[arg(long, value_name = "RATE", value_parser = netsweep_model::load::Rate::parse, conflicts_with = "rates")]
+    pub rate: Option<netsweep_model::load::Rate>,
+
+    /// Sweep the offered load of `-p rate` at one size (--sizes gives one): requests/s in the
+    /// grammar of --sizes with decimal suffixes, e.g. 1k..64k:*2 or 5k..50k:+5k. The run
+    /// reports the knee, where latency climbs and delivery stops following the offered load.
+    #[arg(long, value_name = "SPEC")]
+    pub rates: Option<String>,
+
+    /// Arrival process of `-p rate`: constant (evenly spaced requests) or poisson
+    /// (exponential gaps from --seed).
+    #[arg(long, default_value = "constant", value_name = "constant|poisson", value_parser = crate::parse::arrivals)]
+    pub arrivals: netsweep_model::load::Arrivals,
+
+    /// Seed of the poisson schedule, recorded in the results (default: from the clock).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Timeline of `-p rate` points: keep per-interval samples (delivered rate, latency
+    /// p50/p99, loss) of this length, e.g. 100ms (at least 1ms).
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    pub interval: Option<Duration>,
+
     /// Skip the untimed warm-up/calibration trial of each point.
     #[arg(long)]
     pub no_warmup: bool,
+
+    /// Background load, repeatable: a flow that runs during every measured trial as its own
+    /// session with the same server (started before each trial, stopped after it), its bytes
+    /// and rate recorded beside each point. SPEC is `stream[,KEY=VALUE]…` with keys size
+    /// (default 64k, 1472 for datagrams), transport (default: the run's), priority
+    /// (SO_PRIORITY on both ends, e.g. 0 or 0x10001), tos, cpu (the flow's client thread).
+    /// Example: `-p pingpong --priority 6 --background stream,size=64k,priority=0`.
+    #[arg(long, value_name = "SPEC", value_parser = values::background)]
+    pub background: Vec<BackgroundSpec>,
 
     /// How long any wait for the peer may last before the run fails (a bare number is seconds).
     #[arg(long, default_value = "10s", value_name = "TIME", value_parser = crate::parse::duration)]
@@ -141,7 +264,8 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "offset")]
     pub align: bool,
 
-    /// Messages per sendmmsg/recvmmsg call with `--api mmsg` (stream pattern).
+    /// Messages per sendmmsg/recvmmsg call with `--api mmsg`, or per super-datagram with
+    /// `--api gso` (default 64; sent in calls of at most 64 segments and 64 KiB) (stream pattern).
     #[arg(long, value_name = "N")]
     pub batch: Option<u32>,
 
@@ -191,7 +315,7 @@ pub struct RunArgs {
     pub interface: Option<String>,
 
     /// Output format on stdout (or in -o FILE). Default: text, or what -o's extension implies
-    /// (.json, .jsonl, .csv, .out).
+    /// (.json, .jsonl, .csv, .out, .prom for openmetrics).
     #[arg(short, long, value_name = "FORMAT")]
     pub format: Option<FormatArg>,
 
@@ -218,6 +342,13 @@ pub struct RunArgs {
     /// A JSON file describing the testbed, recorded as `lab` in the results (used by scenarios).
     #[arg(long, value_name = "FILE")]
     pub lab_meta: Option<String>,
+
+    /// A file holding the key the server was started with (`serve --auth-key`): both sides
+    /// prove they hold it (HMAC-SHA256 challenge-response with fresh nonces; the key never
+    /// crosses the wire), and the run refuses a server that cannot. At least 16 bytes; make
+    /// one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`.
+    #[arg(long, value_name = "FILE", value_parser = crate::parse::auth_key)]
+    pub auth_key: Option<AuthKey>,
 }
 
 #[derive(Debug, Args)]
@@ -230,13 +361,73 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
 
-    /// Serve one run, then exit.
-    #[arg(long)]
+    /// Serve one run, then exit (a client arriving meanwhile is told the server is busy).
+    #[arg(long, conflicts_with = "max_sessions")]
     pub once: bool,
+
+    /// Most runs served at once (default: 4 per CPU; the startup line says how many); a
+    /// client beyond the limit is refused with a message naming it (and exits 1). Each run is
+    /// an isolated session with its own threads and buffers. Why 4 per CPU: a session's data
+    /// thread keeps a CPU busy only during its trials, so a few sessions per CPU share the
+    /// host, while the bound caps threads and buffer memory. Sessions whose trials overlap
+    /// share CPUs and measure each other: for clean figures, run clients one at a time or
+    /// give each its own --cpu.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_sessions: Option<u32>,
+
+    /// Most runs from one client address at once (default 4): one address cannot take every
+    /// slot. A client beyond it is refused with a message naming the limit.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with = "once")]
+    pub max_sessions_per_ip: Option<u32>,
+
+    /// Largest message size a client may ask for, e.g. 1M (default 64M): each session
+    /// allocates buffers of about this size. Beyond it a run is refused, naming the limit.
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    pub max_size: Option<u64>,
+
+    /// Longest a session may last, e.g. 10m (default 1h; a bare number is seconds). Checked
+    /// between trials: a longer run ends with a message naming the limit, its points kept.
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    pub max_duration: Option<Duration>,
+
+    /// Most data connections one session may open with `--flows` (default 4096, the most
+    /// a client can ask): each costs a socket and its buffers. Beyond it a run is refused,
+    /// naming the limit.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_flows: Option<u32>,
+
+    /// Most traffic one session may move through this server, e.g. 100mbit (bits/s, tc units:
+    /// kbit, mbit, gbit; kbps, mbps… are bytes/s). Measured on the server after every trial,
+    /// both directions counted: a session that went faster ends with a message naming the
+    /// limit, its points kept. Off by default.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub max_rate: Option<u64>,
+
+    /// Require clients to prove they hold the key in FILE (their `run --auth-key FILE`):
+    /// a client without it gets a refusal, logged with its address, and never a session.
+    /// Off by default; without it anyone who reaches the port can run measurements.
+    #[arg(long, value_name = "FILE", value_parser = crate::parse::auth_key)]
+    pub auth_key: Option<AuthKey>,
+
+    /// How the log on stderr is written: text (a line per session start, end, failure and
+    /// refusal, with a UTC timestamp) or json (one object per line: ts, event, session, peer,
+    /// reason).
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormatArg,
 
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `serve --log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormatArg {
+    /// For people.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -245,7 +436,8 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
 
-    /// Output format (default: text; json, jsonl, csv and npout take one FILE).
+    /// Output format (default: text, or what -o's extension implies: .json, .jsonl, .csv,
+    /// .out, .prom); every format but text takes one FILE.
     #[arg(short, long)]
     pub format: Option<FormatArg>,
 
@@ -349,4 +541,13 @@ pub struct CompareArgs {
     /// Write the throughput ratio plot as PNG to FILE.
     #[arg(long, value_name = "FILE")]
     pub png: Option<String>,
+}
+
+/// `--max-rate`: a rate in tc's units, as bits per second (at least 1 kbit/s).
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let r = netsweep_lab::Rate::parse(s)?;
+    if r.bits_per_sec < 1000 {
+        return Err(format!("'{s}' is below 1kbit: give a rate such as 100mbit"));
+    }
+    Ok(r.bits_per_sec)
 }

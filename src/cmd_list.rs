@@ -1,15 +1,16 @@
 //! `netsweep list`: every transport, api and pattern, and whether it works here (and if
 //! not, why: missing privilege, kernel feature, sysctl).
 
-use netsweep_core::spec::{Api, Pattern, Transport};
-use netsweep_transport::{probe, probe_api, supported_apis};
+use netsweep_model::spec::{Api, Pattern};
+use netsweep_transport::{probe, probe_api, why_not, TRANSPORTS};
 use std::process::ExitCode;
 
 pub fn main() -> ExitCode {
     println!("patterns: {}", Pattern::ALL.map(|p| p.name()).join(", "));
     println!();
     println!("{:<15} {:<10} status", "transport", "api");
-    for t in Transport::ALL {
+    for d in TRANSPORTS {
+        let t = d.transport;
         let p = probe(t);
         let status = |ok: bool, why: Option<String>| {
             if ok {
@@ -24,7 +25,7 @@ pub fn main() -> ExitCode {
             "",
             status(p.available, p.reason)
         );
-        for &api in supported_apis(t) {
+        for &api in d.apis {
             let a = probe_api(t, api);
             println!(
                 "{:<15} {:<10} {}",
@@ -35,7 +36,7 @@ pub fn main() -> ExitCode {
         }
         let missing: Vec<&str> = Api::ALL
             .iter()
-            .filter(|a| !supported_apis(t).contains(a))
+            .filter(|a| !d.apis.contains(a))
             .map(|a| a.name())
             .collect();
         if !missing.is_empty() {
@@ -45,6 +46,11 @@ pub fn main() -> ExitCode {
                 "",
                 missing.join(", ")
             );
+        }
+        for &api in Api::ALL.iter().filter(|a| !d.apis.contains(a)) {
+            if let Some(why) = why_not(t, api) {
+                println!("{:<15} {:<10} unavailable: {why}", "", api.name());
+            }
         }
     }
     ExitCode::SUCCESS

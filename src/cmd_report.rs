@@ -5,8 +5,8 @@
 use crate::cli::ReportArgs;
 use crate::sink::write_atomic;
 use crate::{failure, usage_error};
-use netsweep_core::anomaly;
-use netsweep_core::results::{self, RunResult};
+use netsweep_model::anomaly;
+use netsweep_model::results::{self, RunResult};
 use netsweep_report::legend::{self, Named};
 use netsweep_report::plot::{png, svg};
 use netsweep_report::{figures, html, render, Format};
@@ -46,7 +46,8 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(path, bytes)
 }
 
-fn write_plots(
+/// Writes every chart of `runs` as SVG into `svg_dir` and/or PNG into `png_dir`.
+pub fn write_plots(
     runs: &[Named<'_>],
     svg_dir: Option<&str>,
     png_dir: Option<&str>,
@@ -88,8 +89,13 @@ fn emit(out: &str, output: Option<&str>) -> ExitCode {
 }
 
 pub fn main(a: ReportArgs) -> ExitCode {
-    let format = a.format.map_or(Format::Text, |f| f.0);
-    if a.files.len() > 1 && format != Format::Text && a.format.is_some() {
+    // As with `run -o`, the output file's extension implies the format unless --format says.
+    let format = a
+        .format
+        .map(|f| f.0)
+        .or_else(|| a.output.as_deref().map(Format::from_path))
+        .unwrap_or(Format::Text);
+    if a.files.len() > 1 && format != Format::Text {
         return usage_error(format!(
             "--format {format} renders one file: give one FILE, or use --html/--svg/--png to overlay several"
         ));

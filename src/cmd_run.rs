@@ -4,13 +4,16 @@
 use crate::cli::RunArgs;
 use crate::sink::Sink;
 use crate::values::PerSide;
-use crate::{failure, signal, time, usage_error, EXIT_FAILURE};
-use netsweep_core::engine::{self, RunContext};
-use netsweep_core::server::{serve, ServeOptions};
-use netsweep_core::sizes::{netpipe_schedule, parse_sizes, DEFAULT_PERTURBATION};
-use netsweep_core::spec::{Family, Pattern, RunSpec, Transport, DGRAM_HEADER};
+use crate::{failure, iperf3_run, mpi_run, signal, usage_error, EXIT_FAILURE};
+use netsweep_engine::engine::{self, RunContext};
+use netsweep_engine::server::{serve, ServeOptions};
+use netsweep_model::load::{parse_rates, Arrivals, LoadSpec};
+use netsweep_model::sizes::{netpipe_schedule, parse_sizes, DEFAULT_PERTURBATION};
+use netsweep_model::spec::{Api, Family, Pattern, RunSpec, Transport, DGRAM_HEADER};
+use netsweep_model::time;
 use netsweep_proto::messages::Knobs;
 use netsweep_report::Format;
+use netsweep_transport::knobs::Knob;
 use netsweep_transport::Registry;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
@@ -22,11 +25,8 @@ use std::time::SystemTime;
 /// Builds the spec from the flags; the error is a usage error.
 pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     let (transport, pattern, api) = (a.transport.0, a.pattern.0, a.api.0);
-    let family = match transport {
-        t if t.is_ip() => family,
-        Transport::Packet => Family::Link,
-        _ => Family::Unix,
-    };
+    let d = netsweep_transport::descriptor(transport);
+    let family = d.family(family);
     let mut spec = RunSpec::new(transport, pattern, family);
     spec.api = api;
     match &a.sizes {
@@ -34,8 +34,12 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             spec.sizes = parse_sizes(s).map_err(|e| e.to_string())?;
             spec.sizes_spec = s.clone();
         }
+        None if pattern == Pattern::Rate => {
+            spec.sizes = vec![RATE_DEFAULT_SIZE];
+            spec.sizes_spec = format!("{RATE_DEFAULT_SIZE} (the rate pattern's default)");
+        }
         None => {
-            let ceiling = a.max_size.unwrap_or_else(|| transport.default_ceiling());
+            let ceiling = a.max_size.unwrap_or(d.default_ceiling);
             let start = if transport.is_datagram() && pattern == Pattern::Stream {
                 DGRAM_HEADER
             } else {
@@ -65,14 +69,70 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
-    let (client_knobs, server_knobs) = knobs(a, transport)?;
+    spec.reverse = a.reverse;
+    spec.load = load(a, pattern)?;
+    spec.flows = a.flows;
+    spec.threads = a.threads;
+    let (mut client_knobs, mut server_knobs) = knobs(a, transport)?;
+    if api == Api::Gso && a.batch.is_none() {
+        // A super-datagram of one segment is a plain send: gso's point is the batch.
+        let b = Some(netsweep_transport::gso::MAX_SEGMENTS as u32);
+        (client_knobs.batch, server_knobs.batch) = (b, b);
+    }
     spec.client_knobs = client_knobs;
     spec.server_knobs = server_knobs;
-    if a.host.is_none() && a.cpu.is_none() {
+    // Flows run on many threads: pinning them all to one CPU would serialise them.
+    if a.host.is_none() && a.cpu.is_none() && a.flows <= 1 {
         default_placement(&mut spec);
     }
-    spec.validate()?;
+    spec.validate(d)?;
+    spec.background = a.background.clone();
+    for b in &spec.background {
+        let flow = b.session_spec(&spec);
+        flow.validate(netsweep_transport::descriptor(flow.transport))
+            .map_err(|e| format!("--background {}: {e}", b.text))?;
+    }
     Ok(spec)
+}
+
+/// The message size of a rate run without --sizes.
+const RATE_DEFAULT_SIZE: u64 = 64;
+
+/// The rate pattern's offered load from --rate/--rates/--arrivals/--seed/--interval; the
+/// flags are refused with another pattern.
+fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
+    if pattern != Pattern::Rate {
+        let given = [
+            (a.rate.is_some(), "--rate"),
+            (a.rates.is_some(), "--rates"),
+            (a.seed.is_some(), "--seed"),
+            (a.interval.is_some(), "--interval"),
+            (a.arrivals != Arrivals::Constant, "--arrivals"),
+        ];
+        return match given.iter().find(|(g, _)| *g) {
+            Some((_, flag)) => Err(format!(
+                "{flag} applies to the rate pattern: add -p rate (open-loop requests at an \
+                 offered load)"
+            )),
+            None => Ok(None),
+        };
+    }
+    let rates = match &a.rates {
+        Some(r) => parse_rates(r)?,
+        None => Vec::new(),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+        now.map_or(1, |d| d.as_nanos() as u64)
+    });
+    Ok(Some(LoadSpec {
+        rate: a.rate,
+        rates,
+        rates_spec: a.rates.clone().unwrap_or_default(),
+        arrivals: a.arrivals,
+        seed,
+        interval_ns: a.interval.map_or(0, |i| i.as_nanos() as u64),
+    }))
 }
 
 /// The in-process run's default placement. A pingpong or crr exchange alternates between
@@ -81,13 +141,14 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
 /// the sweep then measures the scheduler (RTT/2 ~3× apart on a 2-CPU VM) instead of the
 /// stack — docs/methodology.md has the measurements. Both ends go on the highest allowed
 /// CPU (CPU 0 takes most housekeeping). Streams run both ends at once and stay free, as does
-/// `shm`, whose ends poll. `--cpu free` restores the scheduler's placement.
+/// a transport whose ends poll (`shm`). `--cpu free` restores the scheduler's placement.
 fn default_placement(spec: &mut RunSpec) {
-    if !matches!(spec.pattern, Pattern::Pingpong | Pattern::Crr) || spec.transport == Transport::Shm
+    if !matches!(spec.pattern, Pattern::Pingpong | Pattern::Crr)
+        || netsweep_transport::descriptor(spec.transport).polls
     {
         return;
     }
-    if let Some(&cpu) = netsweep_core::meter::allowed_cpus().last() {
+    if let Some(&cpu) = netsweep_engine::meter::allowed_cpus().last() {
         spec.client_knobs.cpu = Some(cpu);
         spec.server_knobs.cpu = Some(cpu);
         spec.default_placement = true;
@@ -100,7 +161,7 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
     let mut s = Knobs::default();
     (c.sndbuf, s.sndbuf) = PerSide::pair(a.sndbuf);
     (c.rcvbuf, s.rcvbuf) = PerSide::pair(a.rcvbuf);
-    if matches!(transport, Transport::Tcp | Transport::Mptcp) {
+    if netsweep_transport::knobs::applies(Knob::Nodelay, transport) {
         (c.nodelay, s.nodelay) = (Some(a.nodelay), Some(a.nodelay));
     }
     if !a.align {
@@ -195,20 +256,72 @@ pub fn main(a: RunArgs) -> ExitCode {
             Err(e) => return usage_error(format!("cannot read --lab-meta {p}: {e}")),
         },
     };
+    let auth_key = a.auth_key.clone();
     let now = SystemTime::now();
     let mut sink = output_plan(&a, &spec, now);
     let interrupted = signal::install();
     let factory = Arc::new(Registry);
     let version = env!("CARGO_PKG_VERSION");
 
+    // An iperf3 server as the peer: its own protocol, stream points only.
+    if let Some(url) = a
+        .host
+        .as_deref()
+        .filter(|h| h.starts_with(iperf3_run::SCHEME))
+    {
+        let mut spec = spec;
+        if let Err(e) = iperf3_run::check(&spec) {
+            return usage_error(e);
+        }
+        if a.sizes.is_none() {
+            spec.sizes = iperf3_run::default_sizes(spec.transport);
+            spec.sizes_spec = "iperf3 default".into();
+        }
+        let addr = match iperf3_run::resolve(url) {
+            Ok(a) => a,
+            Err(e) => return usage_error(e),
+        };
+        let (result, error) = iperf3_run::run(&spec, addr, &mut sink, &interrupted);
+        for e in &sink.write_errors {
+            eprintln!("netsweep: {e}");
+        }
+        if let Some(p) = sink.saved.as_ref().filter(|_| !a.quiet) {
+            eprintln!("results saved to {}", p.display());
+        }
+        return match (error, result.status) {
+            (None, _) => ExitCode::SUCCESS,
+            (Some(_), netsweep_model::results::RunStatus::Interrupted) => ExitCode::from(130),
+            (Some(e), _) => failure(e),
+        };
+    }
+    // -t mpi: rank 1 serves, rank 0 finds it over MPI (no host).
+    let mut auth_key = auth_key;
+    let mut mpi_client = None;
+    if spec.transport == Transport::Mpi {
+        if a.host.is_some() {
+            return usage_error(
+                "-t mpi finds its peer in the MPI world: drop HOST and run \
+                 `mpirun -np 2 netsweep run -t mpi …`",
+            );
+        }
+        match mpi_run::start(std::time::Duration::from_nanos(spec.timeout_ns), version) {
+            Err(code) => return code,
+            Ok(mpi_run::Role::Served(code)) => return code,
+            Ok(mpi_run::Role::Client(addr, key, guard)) => {
+                auth_key = Some(key);
+                mpi_client = Some((addr, guard));
+            }
+        }
+    }
     // No host: start the server in-process on loopback and speak the same protocol to it.
     let mut local = None;
-    let (server, peer_label) = match &a.host {
-        Some(h) => match resolve(h, a.port, a.ipv6) {
+    let (server, peer_label) = match (&a.host, &mpi_client) {
+        (_, Some((addr, _))) => (*addr, format!("mpi rank 1 at {addr}")),
+        (Some(h), None) => match resolve(h, a.port, a.ipv6) {
             Ok(addr) => (addr, addr.to_string()),
             Err(e) => return usage_error(e),
         },
-        None => {
+        (None, None) => {
             let ip: IpAddr = if a.ipv6 {
                 Ipv6Addr::LOCALHOST.into()
             } else {
@@ -225,9 +338,17 @@ pub fn main(a: RunArgs) -> ExitCode {
                 Err(e) => return failure(e),
             };
             let stop = Arc::new(AtomicBool::new(false));
+            // The in-process server holds the same key, so a local run exercises the
+            // authentication too.
+            // One session, or (with --background) one per flow besides the measured one,
+            // served until the run ends.
+            let sessions = 1 + spec.background.len();
             let opts = ServeOptions {
-                once: true,
+                once: sessions == 1,
+                max_sessions: sessions,
+                max_sessions_per_ip: sessions,
                 tool_version: version.into(),
+                auth_key: auth_key.clone(),
                 ..Default::default()
             };
             let f = factory.clone();
@@ -246,10 +367,9 @@ pub fn main(a: RunArgs) -> ExitCode {
         interrupt: &interrupted,
         started_at: time::rfc3339(now),
         lab,
+        auth_key,
     };
-    let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink, &|| {
-        time::rfc3339(SystemTime::now())
-    });
+    let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink);
     if let Some((handle, stop)) = local {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = handle.join();
@@ -261,7 +381,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         Err(e) => return failure(e),
         Ok(o) => match o.error {
             None => ExitCode::SUCCESS,
-            Some(netsweep_core::error::NetError::Interrupted) => {
+            Some(netsweep_engine::error::NetError::Interrupted) => {
                 eprintln!(
                     "netsweep: interrupted; {} points measured and saved",
                     o.result.points.len()

@@ -3,16 +3,21 @@
 
 mod cli;
 mod cmd_compare;
+mod cmd_docs;
 mod cmd_lab;
 mod cmd_list;
+mod cmd_mesh;
 mod cmd_report;
 mod cmd_run;
 mod cmd_scenario;
 mod cmd_serve;
+mod colour;
+mod iperf3_run;
+mod mpi_run;
 mod parse;
+mod progress;
 mod signal;
 mod sink;
-mod time;
 mod values;
 
 use clap::Parser;
@@ -26,6 +31,15 @@ pub const EXIT_FAILURE: u8 = 1;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let command = cli.command.unwrap_or(cli::Command::Run(Box::new(cli.run)));
+    if !matches!(
+        command,
+        cli::Command::Run(_)
+            | cli::Command::Serve(_)
+            | cli::Command::Scenario(_)
+            | cli::Command::Mesh(_)
+    ) {
+        signal::quiet_broken_pipe();
+    }
     match command {
         cli::Command::Run(args) => cmd_run::main(*args),
         cli::Command::Serve(args) => cmd_serve::main(args),
@@ -34,6 +48,9 @@ fn main() -> ExitCode {
         cli::Command::List => cmd_list::main(),
         cli::Command::Lab(args) => cmd_lab::main(args),
         cli::Command::Scenario(args) => cmd_scenario::main(args),
+        cli::Command::Mesh(args) => cmd_mesh::main(*args),
+        cli::Command::Completions(args) => cmd_docs::completions(args),
+        cli::Command::Man(args) => cmd_docs::man(args),
     }
 }
 

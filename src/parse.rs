@@ -54,10 +54,16 @@ pub fn fraction(s: &str) -> Result<f64, String> {
 
 /// Parses one byte size with the `--sizes` grammar (`64k`, `8M`, `1472`).
 pub fn size(s: &str) -> Result<u64, String> {
-    match netsweep_core::sizes::parse_sizes(s) {
+    match netsweep_model::sizes::parse_sizes(s) {
         Ok(v) if v.len() == 1 => Ok(v[0]),
         _ => Err(format!("'{s}' is not one size: use one such as 256k or 4M")),
     }
+}
+
+/// Parses `--arrivals` (constant or poisson).
+pub fn arrivals(s: &str) -> Result<netsweep_model::load::Arrivals, String> {
+    netsweep_model::load::Arrivals::parse(s)
+        .ok_or_else(|| format!("unknown arrival process '{s}': give constant or poisson"))
 }
 
 /// Parses on/off (also true/false, yes/no, 1/0).
@@ -67,6 +73,12 @@ pub fn on_off(s: &str) -> Result<bool, String> {
         "off" | "false" | "no" | "0" => Ok(false),
         _ => Err(format!("'{s}' is neither on nor off: use on or off")),
     }
+}
+
+/// `--auth-key FILE`: the key file, read and checked when the command line is parsed, so a
+/// missing or short key is a usage error naming the fix.
+pub fn auth_key(path: &str) -> Result<netsweep_engine::auth::AuthKey, String> {
+    netsweep_engine::auth::AuthKey::load(std::path::Path::new(path))
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The run's sink: prints the live table (and a progress line on a terminal) and rewrites
 //! the results files after every point, so nothing measured is lost.
 
-use netsweep_core::engine::RunSink;
-use netsweep_core::results::RunResult;
+use crate::progress::ProgressLine;
+use netsweep_engine::engine::RunSink;
+use netsweep_model::results::RunResult;
 use netsweep_report::format::{jsonl_footer, jsonl_header, jsonl_point};
 use netsweep_report::{csv, npout, render, text, Format};
 use std::fs;
@@ -18,12 +19,10 @@ pub struct Sink {
     pub file: Option<(PathBuf, Format)>,
     /// The saved JSON results file.
     pub saved: Option<PathBuf>,
-    /// Show a progress line on stderr.
-    pub progress: bool,
+    /// The progress line on stderr (drawn only on a terminal).
+    progress: ProgressLine,
     /// Errors writing files (reported at the end, never fatal mid-run).
     pub write_errors: Vec<String>,
-    total: usize,
-    progress_shown: bool,
 }
 
 impl Sink {
@@ -37,17 +36,8 @@ impl Sink {
             stdout,
             file,
             saved,
-            progress: !quiet && std::io::stderr().is_terminal(),
+            progress: ProgressLine::new(!quiet && std::io::stderr().is_terminal()),
             write_errors: Vec::new(),
-            total: 0,
-            progress_shown: false,
-        }
-    }
-
-    fn clear_progress(&mut self) {
-        if self.progress_shown {
-            eprint!("\r\x1b[2K");
-            self.progress_shown = false;
         }
     }
 
@@ -88,10 +78,10 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 
 impl RunSink for Sink {
     fn started(&mut self, run: &RunResult) {
-        self.total = run.spec.sizes.len();
+        self.progress.start(run.spec.sizes.len());
         match self.stdout {
-            Some(Format::Text) => self.print(&text::header(run)),
-            Some(Format::Csv) => self.print(csv::HEADER),
+            Some(Format::Text) => crate::colour::print_table(&text::header(run)),
+            Some(Format::Csv) => self.print(&csv::header(&run.spec)),
             Some(Format::Jsonl) => self.print(&jsonl_header(run)),
             _ => {}
         }
@@ -99,23 +89,14 @@ impl RunSink for Sink {
     }
 
     fn measuring(&mut self, index: usize, size: u64) {
-        if self.progress {
-            eprint!(
-                "\r\x1b[2K[{}/{}] measuring {} bytes…",
-                index + 1,
-                self.total,
-                size
-            );
-            let _ = std::io::stderr().flush();
-            self.progress_shown = true;
-        }
+        self.progress.measuring(index, size);
     }
 
     fn point(&mut self, run: &RunResult) {
-        self.clear_progress();
+        self.progress.clear();
         if let Some(p) = run.points.last() {
             match self.stdout {
-                Some(Format::Text) => self.print(&text::row(&run.spec, p)),
+                Some(Format::Text) => crate::colour::print_table(&text::row(&run.spec, p)),
                 Some(Format::Csv) => self.print(&csv::row(p)),
                 Some(Format::Jsonl) => self.print(&jsonl_point(p)),
                 Some(Format::Npout) => self.print(&npout::row(p)),
@@ -126,9 +107,9 @@ impl RunSink for Sink {
     }
 
     fn finished(&mut self, run: &RunResult) {
-        self.clear_progress();
+        self.progress.clear();
         match self.stdout {
-            Some(Format::Text) => self.print(&text::summary(run)),
+            Some(Format::Text) => crate::colour::print_table(&text::summary(run)),
             Some(Format::Jsonl) => self.print(&jsonl_footer(run)),
             Some(Format::Json) => self.print(&render(run, Format::Json)),
             _ => {}

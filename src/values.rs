@@ -5,7 +5,9 @@
 use crate::parse;
 use clap::builder::PossibleValue;
 use clap::ValueEnum;
-use netsweep_core::spec::{Api, Pattern, Transport};
+use netsweep_model::background::BackgroundSpec;
+use netsweep_model::mesh::Layout;
+use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_report::Format;
 
 /// A clap `ValueEnum` newtype over a core enum: every variant listed once with its name
@@ -31,39 +33,59 @@ macro_rules! choice {
     };
 }
 
-choice! {
+/// A clap `ValueEnum` newtype over a model enum that lists itself (`ALL`) and names itself
+/// (`name()`, `aliases()`): a new variant needs no line here.
+macro_rules! named {
+    ($(#[$doc:meta])* $wrap:ident($inner:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $wrap(pub $inner);
+
+        impl ValueEnum for $wrap {
+            fn value_variants<'a>() -> &'a [Self] {
+                const N: usize = <$inner>::ALL.len();
+                const V: [$wrap; N] = {
+                    let mut v = [$wrap(<$inner>::ALL[0]); N];
+                    let mut i = 1;
+                    while i < N {
+                        v[i] = $wrap(<$inner>::ALL[i]);
+                        i += 1;
+                    }
+                    v
+                };
+                &V
+            }
+
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                let aliases = self.0.aliases().iter().copied();
+                Some(PossibleValue::new(self.0.name()).aliases(aliases))
+            }
+        }
+    };
+}
+
+named! {
     /// `--transport`.
-    TransportArg(Transport) {
-        Transport::Tcp => [],
-        Transport::Udp => [],
-        Transport::UnixStream => ["unix"],
-        Transport::UnixDgram => [],
-        Transport::UnixSeqpacket => ["seqpacket"],
-        Transport::Packet => [],
-        Transport::Mptcp => [],
-        Transport::Udplite => ["udp-lite"],
-        Transport::Shm => ["memcpy"],
-    }
+    TransportArg(Transport)
 }
 
-choice! {
+named! {
     /// `--pattern`.
-    PatternArg(Pattern) {
-        Pattern::Pingpong => ["pp", "rr"],
-        Pattern::Stream => [],
-        Pattern::Crr => [],
-    }
+    PatternArg(Pattern)
+}
+
+named! {
+    /// `--api`.
+    ApiArg(Api)
 }
 
 choice! {
-    /// `--api`.
-    ApiArg(Api) {
-        Api::Basic => [],
-        Api::Mmsg => [],
-        Api::Zerocopy => ["msg-zerocopy"],
-        Api::Sendfile => [],
-        Api::Splice => [],
-        Api::Uring => ["io-uring", "io_uring"],
+    /// `--layout` of `mesh`.
+    LayoutArg(Layout) {
+        Layout::Pairs => [],
+        Layout::Ring => [],
+        Layout::Incast => [],
+        Layout::Bisection => [],
     }
 }
 
@@ -75,6 +97,7 @@ choice! {
         Format::Jsonl => [],
         Format::Csv => [],
         Format::Npout => [],
+        Format::Openmetrics => [],
     }
 }
 
@@ -177,6 +200,11 @@ pub fn dscp(v: &str) -> Result<PerSide<u8>, String> {
 /// `--priority`, `--busy-poll`: a 32-bit number per side.
 pub fn u32s(v: &str) -> Result<PerSide<u32>, String> {
     per_side(v, number::<u32>)
+}
+
+/// `--background`: one background flow (`stream[,KEY=VALUE]…`).
+pub fn background(v: &str) -> Result<BackgroundSpec, String> {
+    BackgroundSpec::parse(v)
 }
 
 /// `--cpu`: a CPU per side; `free` (for both ends or one) leaves a side to the scheduler.
