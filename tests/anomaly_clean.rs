@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use netsweep_core::{anomaly, results};
+use netsweep_model::{anomaly, results};
 use std::process::Command;
 
 fn pinned_run(out: &std::path::Path, args: &[&str]) -> results::RunResult {

@@ -40,7 +40,7 @@ fn bench_peers_script_parses() {
 #[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
 fn bench_python_scripts_compile() {
     require("python3", "python3");
-    for script in ["bench/peers.py", "bench/default-run"] {
+    for script in ["bench/peers.py", "bench/default-run", "bench/flows.py"] {
         let src = std::fs::read_to_string(root().join(script)).expect(script);
         // compile() parses without writing __pycache__ into the tree.
         let o = Command::new("python3")

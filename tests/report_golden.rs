@@ -2,7 +2,7 @@
 //! compare) on the archived results files in tests/data, and every archived file loads.
 //! Regenerate the golden files with `NETSWEEP_BLESS=1 cargo test --test report_golden`.
 
-use netsweep_core::{anomaly, results};
+use netsweep_model::{anomaly, results};
 use netsweep_report::compare;
 use netsweep_report::legend::{self, Named};
 use netsweep_report::plot::svg;
@@ -90,6 +90,7 @@ fn every_format_matches_its_golden_file() {
                 Format::Jsonl => "jsonl",
                 Format::Csv => "csv",
                 Format::Npout => "np.out",
+                Format::Openmetrics => "prom",
             };
             let a = render(&run, f);
             assert_eq!(a, render(&run, f), "{name} {f}: deterministic");

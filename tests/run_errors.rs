@@ -21,7 +21,7 @@ fn usage_errors_exit_2_and_say_the_fix() {
         ),
         (
             vec!["run", "-p", "bounce"],
-            "[possible values: pingpong, stream, crr]",
+            "[possible values: pingpong, stream, crr, bidir, rate]",
         ),
         (vec!["run", "--api", "aio"], "[possible values: basic, mmsg"),
         (vec!["run", "--precision", "200%"], "--precision"),
@@ -72,10 +72,10 @@ fn help_lists_the_choices() {
     assert!(o.status.success());
     let help = String::from_utf8_lossy(&o.stdout).replace(char::is_whitespace, "");
     for needle in [
-        "[possiblevalues:tcp,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm]",
-        "[possiblevalues:pingpong,stream,crr]",
-        "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring]",
-        "[possiblevalues:text,json,jsonl,csv,npout]",
+        "[possiblevalues:tcp,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi]",
+        "[possiblevalues:pingpong,stream,crr,bidir,rate]",
+        "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring,gso]",
+        "[possiblevalues:text,json,jsonl,csv,npout,openmetrics]",
         "[possiblevalues:do,dont,want,probe]",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}");
@@ -138,9 +138,14 @@ impl Drop for Child {
 
 /// Starts `netsweep serve` on a kernel-chosen port and returns it with the port it printed.
 fn serve() -> (Child, u16) {
+    serve_with(&[])
+}
+
+fn serve_with(extra: &[&str]) -> (Child, u16) {
     use std::io::{BufRead, BufReader};
     let mut c = Command::new(bin())
         .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+        .args(extra)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -223,7 +228,8 @@ fn server_killed_mid_sweep_leaves_exit_1_and_valid_file() {
 
 #[test]
 fn second_client_is_told_busy() {
-    let (_server, port) = serve();
+    // One session at a time: the second client is beyond the limit.
+    let (_server, port) = serve_with(&["--max-sessions", "1"]);
     let dir = scratch("busy");
     let out = dir.join("first.json");
     let mut first = Command::new(bin())
@@ -259,6 +265,7 @@ fn second_client_is_told_busy() {
     let _ = first.wait();
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--max-sessions"), "{}", stderr(&o));
 }
 
 #[test]

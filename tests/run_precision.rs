@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{bin, run, scratch};
+use common::{bin, run, scratch, serve_once};
 use serde_json::Value;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn load(path: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("results file")).expect("JSON")
@@ -138,34 +137,10 @@ fn in_process_pingpong_puts_both_ends_on_one_cpu_unless_told_otherwise() {
 /// which carries the stalls, moves far off it.
 #[test]
 fn stalled_round_trips_do_not_move_a_pingpong_trial_figure() {
-    let port = 20_000 + (std::process::id() % 20_000) as u16;
-    let port_s = port.to_string();
-    let mut server = Command::new(bin())
-        .args([
-            "serve",
-            "--bind",
-            "127.0.0.1",
-            "--port",
-            &port_s,
-            "--once",
-            "-q",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let t0 = Instant::now();
-    while !netsweep_lab::runner::listening(server.id(), port) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "serve did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut server, host) = serve_once(bin());
     let d = scratch("stalls");
     let out = d.join("r.json");
     let out_s = out.to_str().unwrap().to_string();
-    let host = format!("127.0.0.1:{port}");
     let client = std::thread::spawn(move || {
         run(&[
             "run",

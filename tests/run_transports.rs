@@ -12,7 +12,7 @@ fn points(v: &Value) -> &Vec<Value> {
 
 fn check_common(v: &Value, transport: &str, pattern: &str) {
     assert_eq!(v["schema"], "netsweep-result");
-    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["status"], "complete", "message: {}", v["message"]);
     assert_eq!(v["spec"]["transport"], transport);
     assert_eq!(v["spec"]["pattern"], pattern);

@@ -4,10 +4,10 @@
 //! that precedes arming, so a Ready sent before arming lets the client stream into the
 //! socket buffers while the receiver's clock has not started.
 
-use netsweep_core::control::ClientControl;
-use netsweep_core::endpoint::{DataListener, Endpoint, EndpointStats, TransportFactory};
-use netsweep_core::pattern::stream;
-use netsweep_core::server::{serve, trial_cookie, ServeOptions};
+use netsweep_endpoint::{DataListener, Endpoint, EndpointStats, TransportFactory};
+use netsweep_engine::control::ClientControl;
+use netsweep_engine::pattern::stream;
+use netsweep_engine::server::{serve, trial_cookie, ServeOptions};
 use netsweep_proto::messages::{
     ClientMsg, DataEndpoint, GrantedKnobs, Knobs, ServerMsg, SessionSetup, TrialSpec,
 };
@@ -45,9 +45,6 @@ impl Endpoint for SlowArm {
     fn stats(&mut self) -> EndpointStats {
         std::thread::sleep(ARM_DELAY);
         self.0.stats()
-    }
-    fn as_dyn(&mut self) -> &mut dyn Endpoint {
-        self
     }
 }
 
@@ -110,6 +107,7 @@ fn receiver_epoch_precedes_ready_even_when_the_data_thread_is_slow() {
     let hello = ClientMsg::Hello {
         setup: setup.clone(),
         client: Default::default(),
+        client_nonce: None,
     };
     let ServerMsg::Welcome { cookie, data, .. } = ctl.request(hello, "welcome", None).unwrap()
     else {

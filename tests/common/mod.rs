@@ -2,6 +2,8 @@
 //! hard prerequisite checks of the tests that are `#[ignore]`d unless `./run-tests` runs them.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -140,4 +142,89 @@ impl Drop for ScratchNetns {
             .args(["netns", "del", &self.0])
             .status();
     }
+}
+
+/// Panics naming the Debian package unless Debian's python3 can import `module`.
+pub fn require_python_module(test: &str, module: &str, package: &str) {
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "{test} needs the Python module {module}: apt-get install -y {package} (./run-tests installs it as root)"
+    );
+}
+
+/// Starts `binary serve --once` on an ephemeral loopback port (the kernel picks a free one,
+/// so parallel tests never collide) and returns it with the `HOST:PORT` it listens on, read
+/// from its "listening on" line.
+pub fn serve_once(binary: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut server = Command::new(binary)
+        .args(["serve", "--once", "--bind", "127.0.0.1", "--port", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut line = String::new();
+    BufReader::new(server.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (server, listening_addr(&line))
+}
+
+/// The `HOST:PORT` in `netsweep serve`'s first line ("… listening on HOST:PORT (…)").
+pub fn listening_addr(line: &str) -> String {
+    line.split("listening on ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("serve printed no listening address: {line:?}"))
+        .to_string()
+}
+
+/// Waits (bounded, 60 s) until the results file `file` holds at least `n` points.
+pub fn wait_for_points(file: &Path, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(file) {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&t) {
+                if v["points"].as_array().is_some_and(|p| p.len() >= n) {
+                    return;
+                }
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no point written in time"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A fake netsweep server of protocol `version` (an older netsweep): it answers the preamble
+/// with that version and the range 1..=version, then holds each connection until the client
+/// goes. Returns its HOST:PORT on loopback.
+pub fn server_of_protocol(version: u16) -> String {
+    use netsweep_proto::{encode_server_preamble, ServerReply, VersionRange, CLIENT_PREAMBLE_LEN};
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { return };
+            let mut pre = [0u8; CLIENT_PREAMBLE_LEN];
+            if c.read_exact(&mut pre).is_err() {
+                continue;
+            }
+            let reply = encode_server_preamble(ServerReply {
+                chosen: version,
+                server: VersionRange::new(1, version),
+            });
+            let _ = c.write_all(&reply);
+            let mut sink = [0u8; 4096];
+            while matches!(c.read(&mut sink), Ok(n) if n > 0) {}
+        }
+    });
+    addr
 }

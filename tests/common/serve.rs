@@ -1,0 +1,120 @@
+//! A `netsweep serve` under test: started on an ephemeral loopback port, its log collected,
+//! its thread count read from /proc, killed on drop.
+
+use super::{bin, listening_addr};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A `netsweep serve` on an ephemeral loopback port, its log collected; killed on drop.
+pub struct Server {
+    /// The server process.
+    pub child: Child,
+    /// Where it listens, HOST:PORT.
+    pub addr: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    /// Starts `netsweep serve` with `extra` flags.
+    pub fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(bin())
+            .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("serve starts");
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = listening_addr(&line);
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        // Keep draining the log so the server never writes into a full pipe.
+        std::thread::spawn(move || {
+            let mut l = String::new();
+            while err.read_line(&mut l).is_ok_and(|n| n > 0) {
+                sink.lock().unwrap().push_str(&l);
+                l.clear();
+            }
+        });
+        Server { child, addr, log }
+    }
+
+    /// The server's thread count, from /proc.
+    pub fn threads(&self) -> usize {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix("Threads:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("Threads: in /proc/PID/status")
+    }
+
+    /// Waits (bounded) until the thread count is back to `idle`: every session reaped.
+    pub fn wait_threads(&self, idle: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = self.threads();
+            if now == idle {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server threads stayed at {now}, idle is {idle}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded, 20 s) until the log contains `needle`; returns the log. The server logs
+    /// a session's end on its own schedule, after the client may already have exited.
+    pub fn wait_log(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the log never said {needle:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Everything the server logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits (bounded) until session `n`'s end (or failure) is logged and its threads are
+    /// reaped.
+    pub fn wait_session_over(&self, n: u64, idle: usize) {
+        let head = format!("session {n} from ");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self
+            .log()
+            .lines()
+            .any(|l| l.contains(&head) && (l.ends_with(" ended") || l.contains(" failed: ")))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "session {n} did not end; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.wait_threads(idle);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
