@@ -7,10 +7,10 @@
 
 mod common;
 use common::*;
-use netsweep_core::anomaly::{self, PathKind};
-use netsweep_core::results;
 use netsweep_lab::testing::{lab_test, lock, require_labs, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_model::anomaly::{self, PathKind};
+use netsweep_model::results;
 use serde_json::Value;
 
 /// A `rate` link whose IP lengths `lo..=hi` go through a 5 Mbit/s class.

@@ -1,0 +1,305 @@
+//! Issue 13, the open-loop `rate` pattern through the real binaries (a `netsweep serve`
+//! process and a `netsweep run` process over loopback): every request is answered and
+//! counted exactly, the delivered rate follows the offered one, bit rates convert with the
+//! size, the timeline adds up to the point, and a stall of the server (SIGSTOP) is charged
+//! to every request it delayed — where pingpong records one slow sample.
+
+mod common;
+use common::serve::Server;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Runs `netsweep run ADDR args…` writing JSON to `out` (no QUICK: rate points need their
+/// own trial times).
+fn run_to(addr: &str, out: &Path, args: &[&str]) -> (Output, Value) {
+    let o = Command::new(bin())
+        .args(["run", addr, "--no-save", "-q", "-o", out.to_str().unwrap()])
+        .args(["--timeout", "5s"])
+        .args(args)
+        .output()
+        .expect("netsweep runs");
+    let text = std::fs::read_to_string(out).unwrap_or_else(|e| {
+        panic!(
+            "no results file ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o, serde_json::from_str(&text).expect("JSON results"))
+}
+
+/// Runs `args` against a `netsweep serve --once` process; the run must complete.
+fn served(tag: &str, args: &[&str]) -> Value {
+    let (mut server, addr) = serve_once(bin());
+    let dir = scratch(tag);
+    let (o, v) = run_to(&addr, &dir.join("r.json"), args);
+    let served = server.wait().expect("serve exits after its session");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(served.success(), "serve --once failed");
+    assert_eq!(v["status"], "complete", "message: {}", v["message"]);
+    v
+}
+
+const MODEST: &[&str] = &[
+    "-p",
+    "rate",
+    "--rate",
+    "2k",
+    "--sizes",
+    "64",
+    "--trial-time",
+    "250ms",
+    "--max-point-time",
+    "1s",
+    "--min-trials",
+    "2",
+    "--max-trials",
+    "3",
+];
+
+#[test]
+fn every_request_is_answered_and_delivered_follows_offered() {
+    for t in ["tcp", "udp", "unix-stream", "unix-dgram"] {
+        let mut args = vec!["-t", t];
+        args.extend_from_slice(MODEST);
+        let v = served(&format!("rate-{t}"), &args);
+        let p = &v["points"][0];
+        let r = &p["rate"];
+        let (sent, received, lost) = (u(&r["sent"]), u(&r["received"]), u(&r["lost"]));
+        // Requests of 250 ms trials at 2k/s: 500 per trial.
+        assert!(sent >= 1000 && sent % 500 == 0, "{t}: sent {sent}");
+        assert_eq!(sent, received + lost, "{t}: {r}");
+        assert_eq!(sent, u(&p["client"]["messages_sent"]), "{t}");
+        // The server echoed what it got, exactly.
+        let s = &p["server"];
+        assert_eq!(s["messages_received"], s["messages_sent"], "{t}: {s}");
+        assert_eq!(u(&s["messages_received"]), sent - lost, "{t}: {s}");
+        if !t.ends_with("dgram") && t != "udp" {
+            assert_eq!((lost, u(&r["late"])), (0, 0), "{t}: {r}");
+        }
+        assert_eq!(f(&r["offered_rate"]), 2000.0);
+        let delivered = f(&r["delivered_rate"]["mean"]);
+        assert!(
+            (delivered / 2000.0 - 1.0).abs() < 0.05,
+            "{t}: delivered {delivered}/s of 2000/s offered"
+        );
+        // Every answered request within the grace period is in the latency histogram.
+        let lat = &p["latency"]["rtt_ns"];
+        let n = u(&lat["count"]);
+        assert!(n <= received && n + u(&r["late"]) >= received, "{t}: {r}");
+        assert!(
+            f(&lat["p50"]) > 0.0 && f(&lat["p50"]) <= f(&lat["p99"]),
+            "{t}"
+        );
+        assert_eq!(u(&r["lateness_ns"]["count"]), sent, "{t}");
+        let late = &r["lateness_ns"];
+        assert!(f(&late["min"]) <= f(&late["p50"]) && f(&late["p50"]) <= f(&late["p99"]));
+        if t == "udp" || t == "unix-dgram" {
+            assert_eq!(u(&p["loss"]["sent"]), sent, "{t}");
+        }
+    }
+}
+
+#[test]
+fn bit_rates_convert_with_the_size_and_the_timeline_adds_up() {
+    let v = served(
+        "rate-bits",
+        &[
+            "-t",
+            "udp",
+            "-p",
+            "rate",
+            "--rate",
+            "10mbit",
+            "--sizes",
+            "1250",
+            "--arrivals",
+            "poisson",
+            "--seed",
+            "7",
+            "--interval",
+            "50ms",
+            "--trial-time",
+            "200ms",
+            "--max-point-time",
+            "1s",
+            "--min-trials",
+            "2",
+            "--max-trials",
+            "2",
+        ],
+    );
+    assert_eq!(v["spec"]["load"]["seed"], 7);
+    assert_eq!(v["spec"]["load"]["arrivals"], "poisson");
+    let p = &v["points"][0];
+    let r = &p["rate"];
+    // 10 Mbit/s of 1250-byte requests: 1000 requests/s.
+    assert_eq!(f(&r["offered_rate"]), 1000.0);
+    assert_eq!(r["arrivals"], "poisson");
+    let sent = u(&r["sent"]);
+    // Two 200 ms trials of a Poisson process of mean 200: 400 ± 6σ (σ = 20).
+    assert!((280..=520).contains(&sent), "{sent}");
+    let tl = r["timeline"].as_array().expect("a timeline");
+    // Two trials of four 50 ms intervals, laid end to end.
+    assert_eq!(tl.len(), 8, "{tl:?}");
+    for (i, s) in tl.iter().enumerate() {
+        assert_eq!(u(&s["t_ns"]), i as u64 * 50_000_000);
+        assert_eq!(u(&s["sent"]), u(&s["received"]) + u(&s["lost"]));
+    }
+    let sum = |k: &str| tl.iter().map(|s| u(&s[k])).sum::<u64>();
+    assert_eq!(sum("sent"), sent);
+    assert_eq!(sum("received"), u(&r["received"]) - u(&r["late"]));
+}
+
+#[test]
+fn a_rate_sweep_measures_each_offered_load_at_one_size() {
+    let v = served(
+        "rate-sweep",
+        &[
+            "-p",
+            "rate",
+            "--rates",
+            "500..2k:*2",
+            "--sizes",
+            "100",
+            "--trial-time",
+            "100ms",
+            "--max-point-time",
+            "400ms",
+        ],
+    );
+    let pts = v["points"].as_array().unwrap();
+    let offered: Vec<f64> = pts.iter().map(|p| f(&p["rate"]["offered_rate"])).collect();
+    assert_eq!(offered, [500.0, 1000.0, 2000.0]);
+    assert!(pts.iter().all(|p| p["size"] == 100));
+    assert_eq!(v["spec"]["load"]["rates_spec"], "500..2k:*2");
+    // One size: no size anomalies are looked for.
+    assert!(v.get("anomalies").is_none(), "{}", v["anomalies"]);
+}
+
+#[test]
+fn misplaced_or_impossible_load_flags_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["-p", "pingpong", "--rate", "1k"], "add -p rate"),
+        (&["-p", "rate"], "--rate 10k"),
+        (&["-p", "rate", "--rate", "fast"], "50mbit"),
+        (
+            &["-p", "rate", "--rate", "1k", "--sizes", "8"],
+            "at least 20",
+        ),
+        (
+            &["-p", "rate", "--rates", "1k..4k:*2", "--sizes", "64,128"],
+            "one size",
+        ),
+        (
+            &["-p", "rate", "--rates", "4k..1k:*2", "--sizes", "64"],
+            "start is above",
+        ),
+        (
+            &["-p", "rate", "--rate", "1k", "--arrivals", "bursty"],
+            "poisson",
+        ),
+        (
+            &["-p", "rate", "--rate", "1k", "-t", "udplite"],
+            "tcp, mptcp",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["run", "--no-save", "-q"];
+        all.extend_from_slice(args);
+        let o = run(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?} should say {says:?}: {err}");
+    }
+}
+
+/// Runs `args` against a `netsweep serve` that is stopped (SIGSTOP) for `STALL` some 300 ms
+/// into its first session and again a second later; returns the results.
+fn stalled(tag: &str, args: &[&str]) -> Value {
+    const STALL: Duration = Duration::from_millis(100);
+    let server = Server::start(&[]);
+    let pid = server.child.id().to_string();
+    let dir = scratch(tag);
+    let out = dir.join("r.json");
+    let addr = server.addr.clone();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let client = std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_to(&addr, &out, &a)
+    });
+    server.wait_log("session 1 from");
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success(), "kill {sig} {pid}");
+    };
+    // Twice, a second apart: however long the session's setup takes on a busy machine, a
+    // stall lands in a trial (one or both; either way the assertions hold).
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(300));
+        signal("-STOP");
+        std::thread::sleep(STALL);
+        signal("-CONT");
+        std::thread::sleep(Duration::from_millis(600));
+    }
+    let (o, v) = client.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(v["status"], "complete", "message: {}", v["message"]);
+    v
+}
+
+/// The stall: a 100 ms pause of the server during a 1 s trial (once or twice). Rate's
+/// requests keep leaving during the pause and every one of them waits for it: at 2k/s some
+/// 100 requests per pause are delayed by more than half of it, over 1% of the point's, so its
+/// p99 is above that. Pingpong waits for each reply before sending: a pause is one slow round
+/// trip (its max), fewer than 0.1% of its samples.
+#[test]
+fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
+    const HALF_STALL_NS: f64 = 50e6;
+    let trials = [
+        "--trial-time",
+        "1s",
+        "--max-point-time",
+        "3s",
+        "--min-trials",
+        "2",
+        "--max-trials",
+        "2",
+        "--no-warmup",
+        "--sizes",
+        "64",
+    ];
+    let mut rate = vec!["-p", "rate", "--rate", "2k"];
+    rate.extend_from_slice(&trials);
+    let v = stalled("rate-stall", &rate);
+    let p = &v["points"][0];
+    let lat = &p["latency"]["rtt_ns"];
+    let n = u(&lat["count"]);
+    assert_eq!(n, 4000, "{p}");
+    assert!(f(&lat["max"]) > 90e6, "the stall was not seen: {lat}");
+    // p99 above half the stall: at least 1% (40) of the samples waited that long.
+    assert!(f(&lat["p99"]) > HALF_STALL_NS, "rate p99 {lat}");
+    assert_eq!(u(&p["rate"]["lost"]), 0);
+
+    let mut pp = vec!["-p", "pingpong"];
+    pp.extend_from_slice(&trials);
+    let v = stalled("pingpong-stall", &pp);
+    let lat = &v["points"][0]["latency"]["rtt_ns"];
+    let n = u(&lat["count"]);
+    // Enough round trips that the stall's one or two slow ones are under 0.1% (a busy
+    // machine makes each round trip slower, so no more than that is assumed).
+    assert!(n > 3_000, "{lat}");
+    assert!(f(&lat["max"]) > 90e6, "the stall was not seen: {lat}");
+    // p99.9 below half the stall: fewer than 0.1% of the samples saw it.
+    assert!(f(&lat["p999"]) < HALF_STALL_NS, "pingpong p99.9 {lat}");
+}
