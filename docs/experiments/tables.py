@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Markdown tables of a seed scenario's results, for docs/experiments/<seed>/tables.md.
+
+    tables.py SEED OUT...   SEED is 000, 001, 003 or 004; OUT are the scenario output
+                            directories (`netsweep scenario run FILE -o OUT`), named by file stem.
+Reads only the results JSON files; prints Markdown on stdout.
+"""
+import json
+import os
+import sys
+
+
+def load(out, name):
+    with open(os.path.join(out, name + ".json")) as f:
+        return json.load(f)
+
+
+def fmt(x, nd=1):
+    return "–" if x is None else f"{x:,.{nd}f}".replace(",", " ")
+
+
+def est(p, key):
+    v = p.get(key)
+    return None if not v else v.get("mean")
+
+
+def half_rtt_us(p):
+    lat = p.get("latency")
+    return None if not lat else lat["half_rtt_ns"]["p50"] / 1e3
+
+
+def sending_s(p):
+    """Seconds the client spent sending in the point's timed trials (bytes over its rate)."""
+    rate = est(p, "sender_mbps")
+    return p["client"]["bytes_sent"] * 8 / (rate * 1e6) if rate else None
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def anomalies(run):
+    found = run.get("anomalies") or []
+    if not found:
+        return "none"
+    return "; ".join(f"{a['kind']} {a['from_size']}–{a['to_size']} B ({a['points']} points)" for a in found)
+
+
+def seed000(dirs):
+    out = dirs["000-dlpi-vs-udp"]
+    pk, ud = load(out, "packet-stream"), load(out, "udp-stream")
+    s = "### packet vs udp up to the MTU (1 Gbit/s link, MTU 1500)\n\n"
+    rows = []
+    for a, b in zip(pk["points"], ud["points"]):
+        ps, pr, us, ur = (est(a, "sender_mbps"), est(a, "receiver_mbps"),
+                          est(b, "sender_mbps"), est(b, "receiver_mbps"))
+        gain = None if not ur else (pr / ur - 1) * 100
+        rows.append([f"{a['size']} / {b['size']}", fmt(ps), fmt(pr), fmt(us), fmt(ur),
+                     fmt(gain) + " %"])
+    s += table(["size packet / udp (B)", "packet sender Mbit/s", "packet receiver Mbit/s",
+                "udp sender Mbit/s", "udp receiver Mbit/s", "receiver gain packet vs udp"], rows)
+    big = load(out, "udp-large")
+    s += "\n### udp to 65507 B: loss and send calls\n\n"
+    rows = []
+    for p in big["points"]:
+        loss = p.get("loss") or {}
+        calls, secs = p["client"]["send_calls"], sending_s(p)
+        rows.append([str(p["size"]), fmt(est(p, "sender_mbps")), fmt(est(p, "receiver_mbps")),
+                     fmt(100 * loss.get("ratio", 0), 2) + " %", str(calls), fmt(secs, 3),
+                     fmt(calls / secs if secs else None, 0)])
+    s += table(["size (B)", "sender Mbit/s", "receiver Mbit/s", "loss", "send calls",
+                "timed sending (s)", "send calls per second"], rows)
+    s += "\n### MTU 1500 vs 9000 (unshaped veth)\n\n"
+    rows = []
+    for name in ["packet-mtu1500", "packet-mtu9000", "udp-mtu1500", "udp-mtu9000"]:
+        for p in load(out, name)["points"]:
+            loss = p.get("loss") or {}
+            rows.append([name, str(p["size"]), fmt(est(p, "sender_mbps")),
+                         fmt(est(p, "receiver_mbps")), fmt(100 * loss.get("ratio", 0), 2) + " %"])
+    s += table(["run", "size (B)", "sender Mbit/s", "receiver Mbit/s", "loss"], rows)
+    return s
+
+
+def seed001(dirs):
+    out = dirs["001-udp-rr-checksum"]
+    names = ["udp-checksum", "udp-no-checksum", "udp-offload", "tcp-basic", "tcp-zerocopy"]
+    runs = {n: load(out, n) for n in names}
+    rows = []
+    for i, p in enumerate(runs[names[0]]["points"]):
+        row = [str(p["size"])]
+        for n in names:
+            row.append(fmt(half_rtt_us(runs[n]["points"][i]), 2))
+        zc = runs["tcp-zerocopy"]["points"][i]["client"]
+        row.append(f"{zc.get('zerocopy_copied', 0)}/{zc.get('zerocopy_completions', 0)}")
+        rows.append(row)
+    return table(["size (B)"] + [f"{n} RTT/2 p50 (µs)" for n in names]
+                 + ["zerocopy: copied/completions (client)"], rows)
+
+
+def seed003(dirs):
+    s = ""
+    for stem, title in [("003-redirector", "no shaping"),
+                        ("003-redirector-bottleneck", "the redirector's link at 200 Mbit/s"),
+                        ("003-server-bottleneck", "the server's links at 200 Mbit/s")]:
+        out = dirs[stem]
+        runs = [load(out, n) for n in ["direct", "routed", "encapsulated"]]
+        s += f"### TCP goodput, Nagle off: {title} (Mbit/s)\n\n"
+        rows = []
+        for i, p in enumerate(runs[0]["points"]):
+            vals = [est(r["points"][i], "throughput_mbps") for r in runs]
+            rows.append([str(p["size"])] + [fmt(v) for v in vals]
+                        + [fmt((vals[2] / vals[1] - 1) * 100) + " %"])
+        s += table(["size (B)", "direct", "routed", "encapsulated", "encapsulated vs routed"], rows)
+        s += "\n"
+    out = dirs["003-redirector"]
+    rows = []
+    for n in ["crr-direct", "crr-routed", "crr-encapsulated"]:
+        c = load(out, n)["points"][0]["crr"]
+        rows.append([n, fmt(c["connect_ns"]["p50"] / 1e3, 1), fmt(c["transaction_ns"]["p50"] / 1e3, 1),
+                     fmt(c["transactions_per_sec"]["mean"], 0)])
+    s += "### Connection setup (crr, 64 B)\n\n"
+    s += table(["run", "connect p50 (µs)", "transaction p50 (µs)", "transactions/s"], rows)
+    return s
+
+
+def seed004(dirs):
+    out = dirs["004-netpipe-chasm"]
+    names = ["aligned", "unaligned", "unaligned-small-buffers", "nagle-unaligned",
+             "nagle-small-buffers"]
+    runs = {n: load(out, n) for n in names}
+    rows = []
+    for i, p in enumerate(runs[names[0]]["points"]):
+        rows.append([str(p["size"])] + [fmt(est(runs[n]["points"][i], "throughput_mbps"), 0)
+                                        for n in names])
+    s = "### 59–72 KB pingpong over MTU 1500 (Mbit/s)\n\n"
+    s += table(["size (B)"] + names, rows)
+    wide = ["unaligned-wide", "unaligned-small-buffers-wide"]
+    runs.update({n: load(out, n) for n in wide})
+    s += "\n### 16–72 KB in 2 KB steps, unaligned (Mbit/s)\n\n"
+    s += table(["size (B)"] + wide,
+               [[str(p["size"])] + [fmt(est(runs[n]["points"][i], "throughput_mbps"), 0) for n in wide]
+                for i, p in enumerate(runs[wide[0]]["points"])])
+    s += "\n" + table(["run", "anomalies found"], [[n, anomalies(runs[n])] for n in names + wide])
+    out = dirs["004-injected-chasm"]
+    s += "\n### The injected chasm (IP lengths 1000–1200 at 5 Mbit/s)\n\n"
+    rows = []
+    for n in ["coarse", "refined"]:
+        r = load(out, n)
+        rows.append([n, str(len(r["points"])), anomalies(r)])
+    s += table(["run", "points", "anomalies found"], rows)
+    return s
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    dirs = {os.path.basename(os.path.normpath(d)): d for d in sys.argv[2:]}
+    print({"000": seed000, "001": seed001, "003": seed003, "004": seed004}[sys.argv[1]](dirs), end="")
+
+
+if __name__ == "__main__":
+    main()
