@@ -548,6 +548,62 @@ def crr(ns, book, runs, secs, c_bin):
 # ---------------------------------------------------------------- item 5: scaling
 
 
+def rate_lateness(ns, book, runs, secs):
+    """(g) Open loop at 100k requests/s, udp 64 B, client CPU 0 (its sending and receiving
+    threads), server CPU 1: netsweep -p rate's sender lateness beside sockperf's under-load
+    mode (which reports the rate it achieved, not its lateness)."""
+    log("g: open loop, udp 64 B at 100k requests/s")
+
+    def netsweep():
+        r = ns.run(["-t", "udp", "-p", "rate", "--rate", "100k", "--sizes", "64",
+                    "--trial-time", "1s", "--max-point-time", f"{secs}s", "--min-trials", "2",
+                    "--max-trials", "3"], cpu=(0, 1))
+        p = ns_point(r)
+        if not p:
+            return
+        rt, lat = p["rate"], p["latency"]["rtt_ns"]
+        book("g", "netsweep", "late50").add(rt["lateness_ns"]["p50"] / 1000)
+        book("g", "netsweep", "late99").add(rt["lateness_ns"]["p99"] / 1000)
+        # Trials of 1 s: requests sent per second of schedule.
+        book("g", "netsweep", "mps").add(rt["sent"] / max(p["trials"], 1))
+        book("g", "netsweep", "p50").add(lat["p50"] / 1000)
+        book("g", "netsweep", "p99").add(lat["p99"] / 1000)
+        book("g", "netsweep", "loss").add(100 * rt["lost"] / max(rt["sent"], 1))
+
+    def sockperf(every):
+        name = "sockperf ul" if every == 100 else f"sockperf ul --reply-every {every}"
+        pt = port()
+        srv = Server(pin(1) + ["sockperf", "sr", "-i", HOST, "-p", str(pt)], settle=0.5,
+                     stop_signal=signal.SIGINT)
+        cmd = pin(0) + ["sockperf", "ul", "-i", HOST, "-p", str(pt), "-t", str(secs),
+                        "--mps", "100000", "-m", "64", "--reply-every", str(every)]
+        rc, so, se = sh(cmd, secs + 20)
+        srv.stop()
+        out = so + se
+        m = re.search(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=(\d+); "
+                      r"ReceivedMessages=(\d+)", out)
+        p50 = num(r"percentile 50\.000\s*=\s*([\d.]+)", out)
+        if not m or p50 is None:
+            return fail("sockperf ul", cmd, out)
+        run_s, sent = float(m.group(1)), int(m.group(2))
+        book("g", name, "mps").add(sent / run_s)
+        book("g", name, "p50").add(p50)
+        book("g", name, "p99").add(num(r"percentile 99\.000\s*=\s*([\d.]+)", out))
+        dropped = num(r"# dropped messages = (\d+)", out)
+        replied = num(r"ReceivedMessages=(\d+)", m.group(0))
+        if dropped is not None and replied:
+            book("g", name, "loss").add(100 * dropped / (dropped + replied))
+
+    tools = [netsweep, lambda: sockperf(100), lambda: sockperf(1)]
+    for i in range(runs):
+        for t in rotate(tools, i):
+            t()
+        log(f"  round {i + 1}/{runs}: netsweep lateness p50 "
+            f"{book.med('g', 'netsweep', 'late50') or 0:.2f} µs at "
+            f"{book.med('g', 'netsweep', 'mps') or 0:.0f}/s; sockperf ul "
+            f"{book.med('g', 'sockperf ul', 'mps') or 0:.0f}/s")
+
+
 def scaling(ns, quick):
     """netsweep's own CPU time and max RSS (GNU time -v) vs size, run length, sweep length."""
     log("scaling: netsweep CPU and max RSS vs message size and run length")
@@ -684,6 +740,9 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
     w("Rerun (as root; ~12 minutes; `--quick` for a 2-minute smoke run):\n")
     w("```sh\nbench/peers            # installs the peers, builds pingpong.c and netsweep, "
       "measures, rewrites docs/performance.md\n```\n")
+    w("Many flows (`--flows`: aggregate stream against `iperf -P` and `iperf3 -P`, 16 pingpong "
+      "flows against 16 C processes, memory per flow) are measured by `bench/flows.py` into "
+      "[performance-flows.md](performance-flows.md).\n")
     w(f"Machine: {mach['nproc']} CPUs, {mach['cpu']}, Linux {mach['kernel']}, default congestion "
       f"control `{mach['cc']}`. Run {started}, {'quick' if args.quick else 'full'} mode, "
       f"{time.strftime('%M:%S', time.gmtime(time.time() - args.t0))} min:s. Peers: "
@@ -756,6 +815,12 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
                      f"{book('e', 'iperf3', key).fmt(3)} µs/KiB", r, r is not None and r <= 1.0,
                      "e"))
 
+    # g
+    if "g" in args.only:
+        late = book.med("g", "netsweep", "late50")
+        rows.append(("g. rate 100k/s: sender lateness p50", "< 10 µs (ratio: ÷ 10 µs)",
+                     f"netsweep {book('g', 'netsweep', 'late50').fmt(2)} µs",
+                     ratio(late, 10.0), late is not None and late < 10.0, "g"))
     # f
     for pl in ("same", "split"):
         r = ratio(book.med("f", pl, "netsweep", "tps"), book.med("f", pl, "C floor", "tps"))
@@ -852,6 +917,28 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
               f"{book('f', pl, t, 'connect').fmt(1) if t == 'netsweep' else '—'} |")
     w("")
 
+    if "g" in args.only:
+        w("## g. Open loop: udp 64 B at 100k requests/s (client CPU 0, server CPU 1)\n")
+        w("netsweep `-t udp -p rate --rate 100k --sizes 64 --trial-time 1s --cpu 0,1` (its "
+          "sending and receiving threads both on CPU 0) beside `sockperf ul --mps 100000 -m 64` "
+          "(`taskset -c 0`; its server `sockperf sr` on CPU 1), as sockperf runs by default "
+          "(its server answers one request in 100) and answering every request as netsweep does "
+          "(`--reply-every 1`: the same work). Lateness is actual − intended send time of every "
+          "request (sockperf does not report it: its achieved rate is the comparable figure); "
+          "latency is netsweep's reply − intended send time of every request, sockperf's RTT "
+          "of the requests its server answers, from their actual send time. Loss: netsweep's "
+          "lost requests, sockperf's dropped replies.\n")
+        w("| tool | requests sent per s | sender lateness p50 µs | lateness p99 µs | "
+          "latency p50 µs | latency p99 µs | loss % |")
+        w("|---|---|---|---|---|---|---|")
+        for t in ("netsweep", "sockperf ul", "sockperf ul --reply-every 1"):
+            late = (book("g", t, "late50").fmt(2), book("g", t, "late99").fmt(1)) \
+                if t == "netsweep" else ("—", "—")
+            w(f"| {t} | {book('g', t, 'mps').fmt(0)} | {late[0]} | {late[1]} | "
+              f"{book('g', t, 'p50').fmt(1)} | {book('g', t, 'p99').fmt(1)} | "
+              f"{book('g', t, 'loss').fmt(2)} |")
+        w("")
+
     missed = sorted({k for *_, ok, k in rows if ok is False})
     w("## Missed targets: what limited them, and what would close them\n")
     if not missed:
@@ -908,8 +995,8 @@ def main():
     ap.add_argument("--crr", required=True, help="bench/c/crr.c, built")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
-    ap.add_argument("--only", default="abcdfs",
-                    help="sections to run: a,b,c,d,f (crr),s (scaling)")
+    ap.add_argument("--only", default="abcdfgs",
+                    help="sections to run: a,b,c,d,f (crr),g (rate lateness),s (scaling)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
     args = ap.parse_args()
     args.t0 = time.time()
@@ -930,6 +1017,8 @@ def main():
             sweep(ns, book, max(args.runs, 2) if not args.quick else 1, args.quick)
         if "f" in args.only:
             crr(ns, book, args.runs, secs, args.crr)
+        if "g" in args.only:
+            rate_lateness(ns, book, args.runs, secs)
         scale_rows = scaling(ns, args.quick) if "s" in args.only else None
     except KeyboardInterrupt:
         log("interrupted: writing what was measured")

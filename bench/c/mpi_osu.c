@@ -1,0 +1,74 @@
+/* bench/c/mpi_osu.c — the MPI floor netsweep's `-t mpi` is compared with: the calls of the
+ * OSU micro-benchmarks' osu_latency (MPI_Send/MPI_Recv ping-pong; latency = time / 2 /
+ * iterations) and osu_bw (a window of 64 MPI_Isend/MPI_Irecv, MPI_Waitall, a 4-byte ack;
+ * bandwidth = bytes / time), written for this benchmark (Debian has no OSU package).
+ *
+ *   mpirun -np 2 mpi_osu latency SIZE SECONDS
+ *   mpirun -np 2 mpi_osu bw SIZE SECONDS
+ *
+ * Rank 0 prints one line: "latency_us X" or "bw_mbps X" (10^6 bit/s). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WINDOW 64
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (argc != 4) {
+        if (rank == 0) fprintf(stderr, "usage: mpi_osu latency|bw SIZE SECONDS\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    int bw = strcmp(argv[1], "bw") == 0;
+    int size = atoi(argv[2]);
+    double seconds = atof(argv[3]);
+    int peer = 1 - rank;
+    char *buf = malloc((size_t)size * (bw ? WINDOW : 1) + 1);
+    memset(buf, 'a', (size_t)size * (bw ? WINDOW : 1) + 1);
+    MPI_Request req[WINDOW];
+    char ack[4];
+    /* Calibrate: rank 0 decides the iteration count from a warm-up and tells rank 1. */
+    long iters = 100;
+    for (int phase = 0; phase < 2; phase++) {
+        MPI_Bcast(&iters, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (long i = 0; i < iters; i++) {
+            if (!bw) {
+                if (rank == 0) {
+                    MPI_Send(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+                    MPI_Recv(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    MPI_Send(buf, size, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+                }
+            } else if (rank == 0) {
+                for (int w = 0; w < WINDOW; w++)
+                    MPI_Isend(buf + (size_t)w * size, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
+                MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                MPI_Recv(ack, 4, MPI_CHAR, peer, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                for (int w = 0; w < WINDOW; w++)
+                    MPI_Irecv(buf + (size_t)w * size, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
+                MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+                MPI_Send(ack, 4, MPI_CHAR, peer, 101, MPI_COMM_WORLD);
+            }
+        }
+        double t = MPI_Wtime() - t0;
+        if (phase == 0) {
+            long want = (long)(iters * seconds / (t > 1e-6 ? t : 1e-6));
+            iters = want < 10 ? 10 : want;
+        } else if (rank == 0) {
+            if (bw)
+                printf("bw_mbps %.3f\n", (double)size * WINDOW * iters * 8 / t / 1e6);
+            else
+                printf("latency_us %.4f\n", t * 1e6 / 2 / iters);
+        }
+    }
+    free(buf);
+    MPI_Finalize();
+    return 0;
+}

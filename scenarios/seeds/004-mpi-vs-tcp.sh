@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Seed 004, Figure 8: NetPIPE's signature graphs of MPI beside TCP on the same machines — what
+# a message-passing layer costs. Four pingpong sweeps on this host, overlaid:
+#   mpi-tcp   MPI forced onto its TCP transport (mpirun --mca btl tcp,self), as the seed's MPI
+#             was "based on TCP"
+#   tcp       netsweep's own tcp over the same path (loopback)
+#   mpi-shm   MPI as it chooses on one host (shared memory)
+#   shm       netsweep's shared-memory ring (the in-host copy ceiling)
+# Writes the results, SVG plots and an HTML report to docs/experiments/004-mpi-vs-tcp/ (or DIR).
+#
+#   flock /tmp/netsweep-bench.lock scenarios/seeds/004-mpi-vs-tcp.sh [DIR]
+#
+# Needs Open MPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); as
+# root Open MPI needs OMPI_ALLOW_RUN_AS_ROOT*, set below. Takes about 2 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-docs/experiments/004-mpi-vs-tcp}
+mkdir -p "$out"
+if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi
+cargo build --release --quiet --features mpi --bin netsweep
+ns=target/release/netsweep
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+sweep=(-p pingpong --sizes "1..4m:*2" --max-point-time 400ms --no-save -q)
+mpirun=(mpirun --oversubscribe --bind-to none -np 2)
+"${mpirun[@]}" --mca btl tcp,self "$ns" run -t mpi "${sweep[@]}" -o "$out/mpi-tcp.json"
+"$ns" run -t tcp --cpu free "${sweep[@]}" -o "$out/tcp.json"
+"${mpirun[@]}" "$ns" run -t mpi "${sweep[@]}" -o "$out/mpi-shm.json"
+"$ns" run -t shm --cpu free "${sweep[@]}" -o "$out/shm.json"
+rm -rf "$out/plots"
+"$ns" report "$out/mpi-tcp.json" "$out/tcp.json" "$out/mpi-shm.json" "$out/shm.json" \
+  --svg "$out/plots" --html "$out/report.html"
+for f in mpi-tcp tcp mpi-shm shm; do
+  echo "== $f"; "$ns" report "$out/$f.json" | tail -4
+done
