@@ -1,10 +1,11 @@
 //! `netsweep serve` under hostile connections (issue 12 items 1 and 6): silent connections,
 //! slowloris preambles, random bytes, a 4 GiB frame length, malformed and unknown messages,
 //! and connect/close floods — 185 in all, 90 of them held open through the handshake timeout
-//! (more than the server's cap of handshakes in flight) — while legitimate clients run. A connection is admitted as a session
-//! only once its handshake is complete, so none of them holds one of the two session slots:
-//! every legitimate run completes. The server's threads stay bounded (handshake threads are
-//! capped) and return to idle; its memory stays small. Real processes on loopback.
+//! (more than the server's cap of handshakes in flight, so the oldest are cut short for newer
+//! connections) — while legitimate clients run. A connection is admitted as a session only once
+//! its handshake is complete, so none of them holds one of the two session slots: every
+//! legitimate run completes. The server's threads stay bounded (handshake threads are capped)
+//! and return to idle; its memory stays small. Real processes on loopback.
 
 mod common;
 use common::serve::Server;
@@ -40,7 +41,7 @@ fn hostile_connections_never_keep_a_client_out() {
     let mut held: Vec<TcpStream> = Vec::new();
     let mut hostile = 0;
     // Silent: connect and say nothing (held open) — more than the server's handshake cap, so
-    // later connections wait in the listen backlog until the silent ones time out.
+    // later connections cut the oldest handshakes short instead of waiting behind them.
     for _ in 0..80 {
         held.push(connect());
         hostile += 1;
@@ -167,5 +168,10 @@ fn hostile_connections_never_keep_a_client_out() {
     assert!(
         log.contains("this server does not know transport") || log.contains("carrier-pigeon"),
         "the unknown transport was refused and logged:\n{log}"
+    );
+    let cut = log.matches("cut short for a newer connection").count();
+    assert!(
+        cut >= 80 + 10 - netsweep_engine::server::MAX_HANDSHAKES,
+        "{cut} handshakes cut short: the silent and slow ones beyond the cap were not\n{log}"
     );
 }

@@ -3,11 +3,15 @@
 //! once, each isolated (its own control thread, data thread, cookie, counters and buffers;
 //! only the listener and the read-only options are shared). A connection that never finishes
 //! its handshake holds no session slot, only one of a bounded number of handshake threads
-//! until the handshake timeout; a client beyond the session limit is told so. The session
-//! itself is in [`session`].
+//! until the handshake timeout or a newer connection cuts it short ([`handshakes`]); a client
+//! beyond the session limit is told so. The session itself is in [`session`].
 
+mod handshakes;
 mod log;
 mod session;
+
+pub use handshakes::MAX_HANDSHAKES;
+use handshakes::{Handshakes, Slot};
 
 pub use log::LogFormat;
 use log::{log, Event};
@@ -119,11 +123,6 @@ pub fn default_max_sessions() -> usize {
 /// leave room for a few while one address cannot take every slot of a larger server.
 pub const DEFAULT_MAX_SESSIONS_PER_IP: usize = 4;
 
-/// Most connections in their handshake at once: beyond, new connections wait in the kernel's
-/// listen backlog (not accepted), so a flood of silent or slow connections cannot pile up
-/// threads. Each holds its thread for at most the handshake timeout and never a session slot.
-pub const MAX_HANDSHAKES: usize = 64;
-
 /// Counts one live thread of a kind while it exists: taken by the accept loop before the thread
 /// starts, dropped when the thread ends however it ends (error at any stage, or a panic).
 struct LiveGuard(Arc<AtomicUsize>);
@@ -218,9 +217,9 @@ impl Drop for LiveGuard {
 
 /// Serves sessions until `stop` is set (checked at least every 100 ms) or, with `once`,
 /// after the first session. Every connection gets a thread for its handshake (at most
-/// [`MAX_HANDSHAKES`] at once); a completed handshake is admitted as a session up to
-/// `opts.max_sessions` (one with `once`) and goes on on the same thread; a session's failure
-/// ends only that session.
+/// [`MAX_HANDSHAKES`] at once: a newer connection cuts the oldest short); a completed
+/// handshake is admitted as a session up to `opts.max_sessions` (one with `once`) and goes on
+/// on the same thread; a session's failure ends only that session.
 pub fn serve(
     listener: TcpListener,
     factory: Arc<dyn TransportFactory>,
@@ -240,7 +239,7 @@ pub fn serve(
         by_ip: Arc::new(Mutex::new(HashMap::new())),
         once: opts.once,
     });
-    let handshaking = Arc::new(AtomicUsize::new(0));
+    let handshakes = Arc::new(Handshakes::default());
     let opts = Arc::new(opts);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     let mut numbered: u64 = 0;
@@ -263,13 +262,6 @@ pub fn serve(
             && admission.live.load(Ordering::SeqCst) == 0
         {
             break;
-        }
-        // At the handshake cap, leave new connections in the kernel's backlog until a slot
-        // frees (a silent connection holds one for the handshake timeout at most): a burst of
-        // junk delays a legitimate client by that much, and never resets it.
-        if handshaking.load(Ordering::SeqCst) >= MAX_HANDSHAKES {
-            thread::sleep(Duration::from_millis(5));
-            continue;
         }
         let (stream, peer) = match listener.accept() {
             Ok(c) => c,
@@ -302,12 +294,15 @@ pub fn serve(
         }
         numbered += 1;
         let n = numbered;
-        let guard = LiveGuard::new(&handshaking);
+        // At the cap the oldest handshake is cut short, its thread gone before this one starts.
+        let Some(slot) = handshakes.enter(n, &stream, Duration::from_millis(200)) else {
+            continue;
+        };
         let (factory, opts2, admission2) = (factory.clone(), opts.clone(), admission.clone());
         let spawned = thread::Builder::new()
             .name(format!("netsweep-s{n}"))
             .spawn(move || {
-                connection_thread(n, peer, stream, guard, &admission2, factory.as_ref(), &opts2)
+                connection_thread(n, peer, stream, slot, &admission2, factory.as_ref(), &opts2)
             });
         match spawned {
             Ok(h) => threads.push(h),
@@ -344,7 +339,7 @@ fn connection_thread(
     n: u64,
     peer: SocketAddr,
     stream: TcpStream,
-    handshake_slot: LiveGuard,
+    handshake_slot: Slot,
     admission: &Admission,
     factory: &dyn TransportFactory,
     opts: &ServeOptions,
@@ -354,6 +349,7 @@ fn connection_thread(
         opts.limits.handshake_timeout,
         opts.auth_key.as_ref(),
     );
+    let evicted = handshake_slot.evicted();
     drop(handshake_slot);
     let hello = match hello {
         Ok(h) => h,
@@ -372,7 +368,15 @@ fn connection_thread(
         }
         Err(e) => {
             if opts.verbose {
-                let reason = format!("before the session: {e}");
+                let reason = if evicted {
+                    format!(
+                        "before the session: its handshake was cut short for a newer \
+                         connection ({MAX_HANDSHAKES} were in their handshake; a flood of \
+                         silent connections?)"
+                    )
+                } else {
+                    format!("before the session: {e}")
+                };
                 log(
                     opts.log_format,
                     Event::SessionFailed,
