@@ -31,6 +31,7 @@ fn the_committed_schema_is_the_generated_one() {
 
 /// Validates each file with Python's jsonschema; returns (file, error) for each that fails.
 fn invalid(files: &[PathBuf]) -> Vec<(PathBuf, String)> {
+    // A mesh file (schema netsweep-mesh) carries a run's results per pair: each is validated.
     const VALIDATE: &str = r#"
 import json, sys
 from jsonschema import Draft202012Validator
@@ -38,9 +39,16 @@ schema = json.load(open(sys.argv[1]))
 Draft202012Validator.check_schema(schema)
 v = Draft202012Validator(schema)
 for f in sys.argv[2:]:
-    errors = sorted(v.iter_errors(json.load(open(f))), key=lambda e: list(e.path))
-    for e in errors[:3]:
-        print(f + "\t" + "/".join(map(str, e.path)) + ": " + e.message[:200])
+    doc = json.load(open(f))
+    if doc.get("schema") == "netsweep-mesh":
+        runs = [("pairs/%d/result/" % i, p["result"])
+                for i, p in enumerate(doc.get("pairs", [])) if p.get("result") is not None]
+    else:
+        runs = [("", doc)]
+    for prefix, run in runs:
+        errors = sorted(v.iter_errors(run), key=lambda e: list(e.path))
+        for e in errors[:3]:
+            print(f + "\t" + prefix + "/".join(map(str, e.path)) + ": " + e.message[:200])
 "#;
     let o = Command::new("/usr/bin/python3")
         .args(["-c", VALIDATE])
@@ -68,8 +76,10 @@ fn results_files(dir: &Path, out: &mut Vec<PathBuf>) {
         if p.is_dir() {
             results_files(&p, out);
         } else if p.extension().is_some_and(|x| x == "json")
-            && std::fs::read_to_string(&p)
-                .is_ok_and(|t| t.contains("\"schema\": \"netsweep-result\""))
+            && std::fs::read_to_string(&p).is_ok_and(|t| {
+                t.contains("\"schema\": \"netsweep-result\"")
+                    || t.contains("\"schema\": \"netsweep-mesh\"")
+            })
         {
             out.push(p);
         }
