@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use netsweep_lab::testing::{
-    lab_test, packet_socket_drops, run_id, udp_snmp, InducedDrops, PACKET_DATA, UDP_DATA,
+    backlog_drops, lab_test, link_drops, run_id, udp_snmp, InducedDrops, PACKET_DATA, UDP_DATA,
 };
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
@@ -220,10 +220,12 @@ mtu = 1500
 rate = "200mbit"
 "#;
 
-// A packet socket's own overflow is counted by the kernel per socket (sk_drops, read with ss
-// while the server runs; UDP's is RcvbufErrors). Packet frames start at 512 bytes, a frame
-// rate one receiving socket mostly drains at 200 Mbit/s (64-byte frames overflow it). Slower links
-// are no option: their shallow tbf queue fails AF_PACKET sends with ENOBUFS.
+// Every lost frame is accounted for by a kernel counter: the induced nft drops, the receiving
+// socket's own overflow (sk_drops, which netsweep reads per trial with SO_MEMINFO and reports as
+// `to_server_socket_drops`; for UDP it must equal the namespace's RcvbufErrors, an independent
+// count), and frames a veth dropped (its peer's backlog full). Packet frames start at 512
+// bytes, a frame rate one receiving socket mostly drains at 200 Mbit/s (64-byte frames overflow
+// it). Slower links are no option: their shallow tbf queue fails AF_PACKET sends with ENOBUFS.
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn packet_and_udp_side_by_side_up_to_the_mtu() {
@@ -232,6 +234,7 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
     let addr = lab.address_for("client", "server").unwrap();
     let dir = scratch("dlpi");
     let server_ns = lab.netns("server").unwrap().to_string();
+    let client_ns = lab.netns("client").unwrap().to_string();
     let server_if = lab
         .interface("server", &lab.layout().links[0].name)
         .unwrap()
@@ -244,6 +247,8 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
         // Every 10th data frame is dropped on arrival and counted: the loss to expect.
         let drops = InducedDrops::install(&server_ns, &server_if, data, 10).unwrap();
         let snmp_before = udp_snmp(&server_ns).unwrap();
+        let links_before = link_drops(&server_ns).unwrap() + link_drops(&client_ns).unwrap();
+        let backlog_before = backlog_drops().unwrap();
         let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
         let out = dir.join(format!("{t}.json"));
         let o = client(
@@ -255,22 +260,28 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
         .args(QUICK)
         .output()
         .unwrap();
-        // The server's packet socket is still open: read its kernel drop count first.
-        let packet_overflow = packet_socket_drops(&server_ns).unwrap();
         let _ = (s.kill(), s.wait());
         let v = load(&o, &out);
         let dropped = drops.dropped().unwrap();
         let snmp_after = udp_snmp(&server_ns).unwrap();
-        // Datagrams (frames) the server's own stack dropped at a full socket buffer: also lost.
-        let overflow = snmp_after["RcvbufErrors"] - snmp_before["RcvbufErrors"] + packet_overflow;
+        let links =
+            link_drops(&server_ns).unwrap() + link_drops(&client_ns).unwrap() - links_before;
+        let backlog = backlog_drops().unwrap() - backlog_before;
         let totals = &v["datagram_totals"];
+        // Datagrams (frames) the server's own socket dropped at a full buffer: also lost.
+        let overflow = totals["to_server_socket_drops"].as_u64().unwrap_or(0);
+        let rcvbuf = snmp_after["RcvbufErrors"] - snmp_before["RcvbufErrors"];
+        if t == "udp" {
+            assert_eq!(overflow, rcvbuf, "udp: socket drops vs RcvbufErrors");
+        }
         let lost = totals["to_server_sent"].as_u64().unwrap()
             - totals["to_server_received"].as_u64().unwrap();
         assert!(dropped > 0, "{t}: the rule dropped nothing");
         assert_eq!(
             lost,
-            dropped + overflow,
-            "{t}: netsweep lost {lost}; nft dropped {dropped}, the UDP stack {overflow}"
+            dropped + overflow + links,
+            "{t}: netsweep lost {lost}; nft dropped {dropped}, the receiving socket {overflow}, \
+             the veths {links} (host backlog drops {backlog}, UDP RcvbufErrors {rcvbuf})"
         );
         let point_lost: u64 = v["points"]
             .as_array()

@@ -101,6 +101,9 @@ pub struct EndpointStats {
     pub tcp_retransmits: Option<u64>,
     /// D-SACKs received (TCP_INFO), where the transport has them.
     pub tcp_dsacks: Option<u64>,
+    /// Datagrams the kernel dropped at this endpoint's receive socket (a full buffer above
+    /// all): its sk_drops, cumulative, where the transport can read it.
+    pub socket_drops: Option<u64>,
 }
 
 /// A server-side data endpoint waiting for the client bound to a session cookie.

@@ -45,6 +45,7 @@ impl TrialMeter {
         c.zerocopy_copied = s.zerocopy_copied.saturating_sub(self.stats.zerocopy_copied);
         c.tcp_retransmits = delta(s.tcp_retransmits, self.stats.tcp_retransmits);
         c.tcp_dsacks = delta(s.tcp_dsacks, self.stats.tcp_dsacks);
+        c.socket_drops = delta(s.socket_drops, self.stats.socket_drops);
     }
 }
 

@@ -90,7 +90,11 @@ impl Tally {
             precision_met: achieved.is_some_and(|a| a <= spec.precision),
             precision_achieved: achieved,
             stop_reason,
-            notes: with_placement_note(self.notes, &self.placement),
+            notes: with_drops_note(
+                with_placement_note(self.notes, &self.placement),
+                &self.client,
+                &self.server,
+            ),
             placement: self.placement,
             background: Vec::new(),
         }
@@ -108,6 +112,25 @@ fn with_placement_note(mut notes: Vec<String>, p: &Placement) -> Vec<String> {
              mid-trial (pin with --cpu to compare like with like)",
             p.same_cpu_trials, p.observed_trials, p.migrations
         ));
+    }
+    notes
+}
+
+/// Names the receive sockets that dropped datagrams themselves (a full buffer): part of the
+/// loss that is the receiver's, not the path's, and what `--rcvbuf` addresses.
+fn with_drops_note(
+    mut notes: Vec<String>,
+    client: &SideCounters,
+    server: &SideCounters,
+) -> Vec<String> {
+    for (side, c) in [("server", server), ("client", client)] {
+        if let Some(n) = c.socket_drops.filter(|n| *n > 0) {
+            notes.push(format!(
+                "receive buffer overflowed: the {side}'s socket dropped {n} datagram{} of the \
+                 loss (a larger --rcvbuf may help)",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
     }
     notes
 }
@@ -147,6 +170,7 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     sum.zerocopy_copied += c.zerocopy_copied;
     sum.tcp_retransmits = add_opt(sum.tcp_retransmits, c.tcp_retransmits);
     sum.tcp_dsacks = add_opt(sum.tcp_dsacks, c.tcp_dsacks);
+    sum.socket_drops = add_opt(sum.socket_drops, c.socket_drops);
     sum.send_errors.add(&c.send_errors);
 }
 
@@ -180,6 +204,7 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
         zerocopy_copied: c.zerocopy_copied,
         tcp_retransmits: c.tcp_retransmits,
         tcp_dsacks: c.tcp_dsacks,
+        socket_drops: c.socket_drops,
         send_errors: c.send_errors,
         service_demand_us_per_kb: if bytes_moved > 0 {
             (cpu / 1e3) / (bytes_moved as f64 / 1024.0)

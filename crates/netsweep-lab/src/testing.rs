@@ -206,27 +206,35 @@ pub fn udp_snmp(ns: &str) -> Result<BTreeMap<String, u64>> {
         .ok_or_else(|| LabError::Usage(format!("no Udp: lines in /proc/net/snmp of {ns}")))
 }
 
-/// Frames the kernel dropped at packet sockets in namespace `ns` (a full receive buffer): the
-/// sum of `d` (sk_drops) in `ss -0 -a -m` skmem — AF_PACKET's own overflow, which no
-/// /proc/net/snmp counter holds. Read it while the receiving socket is still open.
-pub fn packet_socket_drops(ns: &str) -> Result<u64> {
-    let args = ["netns", "exec", ns, "ss", "-0", "-a", "-m", "-n"].map(String::from);
-    let text = cmd::run(
-        &format!("listing packet sockets in {ns}"),
-        "ip",
-        &args,
-        None,
-    )?;
-    Ok(text
-        .split("skmem:(")
-        .skip(1)
-        .filter_map(|s| {
-            s.split(')')
-                .next()?
-                .split(',')
-                .find_map(|f| f.strip_prefix('d'))
-                .and_then(|n| n.parse::<u64>().ok())
+/// Packets the interfaces of namespace `ns` dropped (rx_dropped + tx_dropped of `ip -s link`,
+/// summed): a veth drops a frame it cannot hand to its peer (the receiving CPU's backlog full)
+/// and counts it here, where no socket or protocol counter sees it.
+pub fn link_drops(ns: &str) -> Result<u64> {
+    let args = ["netns", "exec", ns, "ip", "-s", "-j", "link", "show"].map(String::from);
+    let text = cmd::run(&format!("reading link stats in {ns}"), "ip", &args, None)?;
+    let links: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| LabError::Usage(format!("ip -s -j link in {ns}: {e}")))?;
+    Ok(links
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|l| {
+                    let n = |k: &str, f: &str| l["stats64"][k][f].as_u64().unwrap_or(0);
+                    n("rx", "dropped") + n("tx", "dropped")
+                })
+                .sum()
         })
+        .unwrap_or(0))
+}
+
+/// Packets the host's CPUs dropped at a full input backlog (net.core.netdev_max_backlog):
+/// the second column of /proc/net/softnet_stat, summed over CPUs. Host-wide, not per namespace.
+pub fn backlog_drops() -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/net/softnet_stat")
+        .map_err(|e| LabError::Usage(format!("/proc/net/softnet_stat: {e}")))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
         .sum())
 }
 

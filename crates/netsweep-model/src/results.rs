@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA: &str = "netsweep-result";
 /// Current `schema_version`. 2 added flows (`spec.flows`/`threads`, `PointResult.flows`),
 /// the rate pattern (`spec.load`, `PointResult.rate`, `RunResult.knee`) and background flows
-/// (`spec.background`, `PointResult.background`); every one is optional, so version-1 files
-/// load unchanged.
+/// (`spec.background`, `PointResult.background`) and the kernel's receive-socket drops
+/// (`socket_drops` per side, `DatagramTotals.to_*_socket_drops`); every one is optional, so
+/// version-1 files load unchanged.
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// How a run ended (or that it is still going, for a file written mid-run).
@@ -254,6 +255,13 @@ pub struct DatagramTotals {
     /// Sends the server's own stack refused (not in `to_client_sent`).
     #[serde(skip_serializing_if = "is_zero")]
     pub to_client_send_errors: u64,
+    /// Of the datagrams lost client → server, those the server's receive socket dropped
+    /// (kernel-counted sk_drops: a full buffer above all).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_server_socket_drops: u64,
+    /// Of the datagrams lost server → client, those the client's receive socket dropped.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub to_client_socket_drops: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -308,6 +316,11 @@ pub struct SideTotals {
     /// a retransmit it reports was not a loss. `None` when the data path has no TCP_INFO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_dsacks: Option<u64>,
+    /// Datagrams the kernel dropped at this side's receive socket (sk_drops: a full receive
+    /// buffer above all) — part of the loss, counted by the kernel independently of netsweep.
+    /// `None` when the data path cannot read it (stream transports, older servers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
     /// Datagram sends this side's own stack refused, per errno (not in `messages_sent`).
     #[serde(skip_serializing_if = "SendErrors::is_empty")]
     pub send_errors: SendErrors,

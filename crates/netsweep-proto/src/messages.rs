@@ -298,6 +298,9 @@ pub struct SideCounters {
     pub tcp_retransmits: Option<u64>,
     /// DSACKs received during the trial (TCP_INFO delta); `None` without TCP_INFO.
     pub tcp_dsacks: Option<u64>,
+    /// Datagrams the kernel dropped at this side's receive socket during the trial (sk_drops
+    /// delta: a full buffer above all); `None` where the data path cannot read it.
+    pub socket_drops: Option<u64>,
     /// Times the scheduler moved this side's data thread between CPUs during the trial.
     pub cpu_migrations: Option<u64>,
     /// The CPU this side's data thread ran on when the trial started.

@@ -93,11 +93,13 @@ impl BasicEndpoint {
         message_size_error(e, len, &self.conn)
     }
 
-    /// TCP_INFO counters for tcp and mptcp.
+    /// TCP_INFO counters for tcp and mptcp; the socket's own drops for datagram transports.
     pub fn tcp_stats(&self) -> EndpointStats {
         let mut s = EndpointStats::default();
         if matches!(self.conn.transport, Transport::Tcp | Transport::Mptcp) {
             (s.tcp_retransmits, s.tcp_dsacks) = tcpinfo::read(self.fd);
+        } else if self.conn.transport.is_datagram() {
+            s.socket_drops = sys::socket_drops(self.fd);
         }
         s
     }

@@ -85,6 +85,21 @@ pub fn get_bytes(
     Ok(len as usize)
 }
 
+/// `SK_MEMINFO_DROPS`: the index of sk_drops in SO_MEMINFO's array (linux/sock_diag.h).
+const SK_MEMINFO_DROPS: usize = 8;
+
+/// Packets the kernel dropped at this socket after routing them to it — a full receive buffer
+/// above all, a bad checksum, a socket filter's verdict (sk_drops, what `ss -m` shows as `d`;
+/// cumulative since the socket opened, 32 bits wide). `None` where SO_MEMINFO does not report it
+/// (kernels before 4.6). Read outside timed loops: one getsockopt.
+pub fn socket_drops(fd: RawFd) -> Option<u64> {
+    let mut m = [0u8; 4 * (SK_MEMINFO_DROPS + 1)];
+    let len = get_bytes(fd, libc::SOL_SOCKET, libc::SO_MEMINFO, &mut m).ok()?;
+    let at = 4 * SK_MEMINFO_DROPS;
+    let b = m.get(at..at + 4).filter(|_| len >= at + 4)?;
+    Some(u64::from(u32::from_ne_bytes(b.try_into().ok()?)))
+}
+
 fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     let b = name.as_bytes();
     if b.is_empty() || b.len() >= libc::IFNAMSIZ || b.contains(&0) {
@@ -246,6 +261,31 @@ pub const CAP_NET_RAW: u32 = 13;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A UDP socket that is never read overflows: every datagram sent is either queued (and
+    /// read back afterwards) or counted in its socket drops — the two add up exactly.
+    #[test]
+    fn socket_drops_count_what_a_full_buffer_refused() {
+        use std::net::UdpSocket;
+        use std::os::fd::AsRawFd;
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_int(rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 4096).unwrap();
+        let before = socket_drops(rx.as_raw_fd()).expect("SO_MEMINFO reports drops");
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let sent = 500u64;
+        for _ in 0..sent {
+            tx.send_to(&[7u8; 200], rx.local_addr().unwrap()).unwrap();
+        }
+        rx.set_nonblocking(true).unwrap();
+        let mut queued = 0u64;
+        let mut b = [0u8; 256];
+        while rx.recv(&mut b).is_ok() {
+            queued += 1;
+        }
+        let drops = socket_drops(rx.as_raw_fd()).unwrap() - before;
+        assert!(drops > 0, "a 4 KiB buffer took all {sent} datagrams");
+        assert_eq!(queued + drops, sent, "{queued} queued + {drops} dropped");
+    }
 
     #[test]
     fn mac_round_trip() {

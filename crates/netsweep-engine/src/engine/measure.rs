@@ -143,6 +143,8 @@ impl<'a> Measurer<'a> {
             t.to_client_received += client.messages_received;
             t.to_server_send_errors += client.send_errors.total();
             t.to_client_send_errors += server.send_errors.total();
+            t.to_server_socket_drops += server.socket_drops.unwrap_or(0);
+            t.to_client_socket_drops += client.socket_drops.unwrap_or(0);
             // Distinct datagrams when the server de-duplicated them (stream), else all it got.
             t.to_server_received += server
                 .datagrams

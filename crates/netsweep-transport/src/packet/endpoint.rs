@@ -5,7 +5,7 @@ use super::frame::{check, recv_frame, send_frame, set_len, set_timeout, Link, FR
 use super::{max_payload, too_big, Side, ETHERTYPE, HEADER};
 use crate::mmsg::Mmsg;
 use crate::{knobs, sys};
-use netsweep_endpoint::Endpoint;
+use netsweep_endpoint::{Endpoint, EndpointStats};
 use netsweep_model::spec::Transport;
 use netsweep_proto::messages::{GrantedKnobs, Knobs};
 use std::io;
@@ -92,6 +92,12 @@ impl Endpoint for PacketEndpoint {
     }
     fn is_datagram(&self) -> bool {
         true
+    }
+    fn stats(&mut self) -> EndpointStats {
+        EndpointStats {
+            socket_drops: sys::socket_drops(self.fd),
+            ..EndpointStats::default()
+        }
     }
     fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
         set_timeout(self.sock.as_raw_fd(), timeout)
