@@ -1,7 +1,8 @@
 //! The README's pandas snippet, run as written (issue 15 item 3): a real udp stream run is
 //! written as run.csv and run.json, the ```python block of the README's "Results files"
 //! section runs on them with Debian's pandas, and the frames it builds must hold the run's
-//! figures — column names, dtypes, one row per point, values equal to the JSON's.
+//! figures — column names, dtypes, one row per point, values equal to the JSON's; a `--flows`
+//! run's CSV has one row per point × flow, equal to its JSON's per-flow counts.
 
 mod common;
 use common::*;
@@ -145,4 +146,100 @@ fn check_run(name: &str, run_args: &[&str]) {
             other => panic!("{name}: unexpected point shape {other:?}"),
         }
     }
+}
+
+/// A `--flows` run's CSV has one row per point × flow, read by pandas as is: each row's point
+/// and flow figures and byte counts equal the JSON's, and for tcp what the client sent on a
+/// flow is what the server received on it.
+#[test]
+#[ignore = "needs python3-pandas: ./run-tests installs it as root"]
+fn a_flows_run_has_a_row_per_point_and_flow() {
+    require_python_module(
+        "a_flows_run_has_a_row_per_point_and_flow",
+        "pandas",
+        "python3-pandas",
+    );
+    let dir = scratch("pandas-flows");
+    let (csv, json) = (dir.join("run.csv"), dir.join("run.json"));
+    let mut args = vec!["run", "-q", "--no-save", "-o", json.to_str().unwrap()];
+    args.extend_from_slice(&["-p", "stream", "-P", "3", "--sizes", "1k,64k"]);
+    args.extend_from_slice(QUICK);
+    let o = Command::new(bin()).args(&args).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The CSV of the same run, re-rendered from its results file.
+    let o = Command::new(bin())
+        .args([
+            "report",
+            json.to_str().unwrap(),
+            "-o",
+            csv.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    const CHECK: &str = r#"
+import json, pandas as pd
+f = pd.read_csv("run.csv")
+print("CHECK " + json.dumps({
+    "rows": len(f),
+    "columns": list(f.columns),
+    "flow": f["flow"].tolist(),
+    "size": f["size"].tolist(),
+    "figure": f["flow_figure"].tolist(),
+    "aggregate_by_size": f.groupby("size")["flows_aggregate"].first().tolist(),
+    "client_sent": f["flow_client_bytes_sent"].tolist(),
+    "server_received": f["flow_server_bytes_received"].tolist(),
+}))
+"#;
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", CHECK])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(out.lines().find_map(|l| l.strip_prefix("CHECK ")).unwrap()).unwrap();
+    assert_eq!(v["rows"], 6, "2 sizes × 3 flows");
+    assert_eq!(v["flow"], serde_json::json!([0, 1, 2, 0, 1, 2]));
+    assert_eq!(
+        v["size"],
+        serde_json::json!([1024, 1024, 1024, 65536, 65536, 65536])
+    );
+    let columns: Vec<String> = serde_json::from_value(v["columns"].clone()).unwrap();
+    assert_eq!(columns.last().unwrap(), "flow_server_messages_received");
+    assert!(columns.contains(&"fairness".to_string()));
+    let run = results::load(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let mut i = 0;
+    for (p, agg) in run
+        .points
+        .iter()
+        .zip(v["aggregate_by_size"].as_array().unwrap())
+    {
+        let f = p.flows.as_ref().expect("a flows point");
+        assert_eq!(f.per_flow.len(), 3);
+        // The CSV rounds figures to 3 decimals; the JSON is exact.
+        assert!((agg.as_f64().unwrap() - f.aggregate).abs() <= 0.0005 + 1e-9);
+        for flow in &f.per_flow {
+            assert!((v["figure"][i].as_f64().unwrap() - flow.figure).abs() <= 0.0005 + 1e-9);
+            assert!(flow.figure > 0.0);
+            assert_eq!(v["client_sent"][i], flow.client.bytes_sent);
+            assert_eq!(v["server_received"][i], flow.server.bytes_received);
+            i += 1;
+        }
+    }
+    assert_eq!(
+        v["client_sent"], v["server_received"],
+        "tcp: sent = received per flow"
+    );
 }

@@ -1,4 +1,5 @@
-//! CSV: one row per point, a fixed set of columns (empty where a figure does not apply).
+//! CSV: one row per point — one per point × flow for a `--flows` run — with a fixed set of
+//! columns (empty where a figure does not apply).
 
 use netsweep_model::results::PointResult;
 use netsweep_model::spec::{Pattern, RunSpec};
@@ -20,13 +21,18 @@ const RATE: &str = "offered_rate,delivered_rate,delivered_rate_ci95,rate_sent,ra
 /// flow, and each side's start skew across its data threads.
 const FLOWS: &str = "flows,flows_aggregate,flows_unit,fairness,flow_min,flow_max,client_start_skew_ns,server_start_skew_ns";
 
+/// The columns of one flow, after [`FLOWS`]'s: a `--flows` run has one row per point × flow
+/// (the point's columns repeated on each), so `groupby("size")` gives the points back. The
+/// flow's figure (unit `flows_unit`) and what each side counted on it over the timed trials.
+const PER_FLOW: &str = "flow,flow_figure,flow_client_bytes_sent,flow_client_bytes_received,flow_client_messages_sent,flow_client_messages_received,flow_server_bytes_sent,flow_server_bytes_received,flow_server_messages_sent,flow_server_messages_received";
+
 /// The header row of a run: [`HEADER`], and the second direction's columns for bidir, the
 /// load's for rate, or the flows' columns for `--flows`.
 pub fn header(spec: &RunSpec) -> String {
     let mut h = match spec.pattern {
         Pattern::Bidir => format!("{},{BIDIR}\n", HEADER.trim_end()),
         Pattern::Rate => format!("{},{RATE}\n", HEADER.trim_end()),
-        _ if spec.flows > 1 => format!("{},{FLOWS}\n", HEADER.trim_end()),
+        _ if spec.flows > 1 => format!("{},{FLOWS},{PER_FLOW}\n", HEADER.trim_end()),
         _ => HEADER.to_string(),
     };
     if !spec.background.is_empty() {
@@ -43,7 +49,7 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.3}")).unwrap_or_default()
 }
 
-/// One data row.
+/// One data row, or for a `--flows` point one row per flow.
 pub fn row(p: &PointResult) -> String {
     let l = p.latency.map(|l| l.half_rtt_ns);
     let loss = p.loss;
@@ -143,11 +149,31 @@ pub fn row(p: &PointResult) -> String {
         s.push(',');
         s.push_str(&cells.join(","));
     }
-    if !p.background.is_empty() {
+    let tail = if p.background.is_empty() {
+        String::new()
+    } else {
         let bytes: u64 = p.background.iter().map(|b| b.bytes_received).sum();
         let mbps: f64 = p.background.iter().map(|b| b.receiver_mbps).sum();
-        s.push_str(&format!(",{bytes},{mbps:.3}"));
+        format!(",{bytes},{mbps:.3}")
+    };
+    let Some(f) = p.flows.as_ref().filter(|f| !f.per_flow.is_empty()) else {
+        return format!("{s}{tail}\n");
+    };
+    let mut rows = String::new();
+    for (i, flow) in f.per_flow.iter().enumerate() {
+        let (c, v) = (&flow.client, &flow.server);
+        rows.push_str(&format!(
+            "{s},{i},{:.3},{},{},{},{},{},{},{},{}{tail}\n",
+            flow.figure,
+            c.bytes_sent,
+            c.bytes_received,
+            c.messages_sent,
+            c.messages_received,
+            v.bytes_sent,
+            v.bytes_received,
+            v.messages_sent,
+            v.messages_received
+        ));
     }
-    s.push('\n');
-    s
+    rows
 }
