@@ -45,7 +45,17 @@ pub fn fields(run: &RunResult) -> Vec<(String, String, bool)> {
     v.push(("background".into(), load, true));
     v.push(("host".into(), run.client.hostname.clone(), true));
     v.push(("server".into(), run.server.hostname.clone(), true));
-    v.push(("peer".into(), run.peer.clone(), true));
+    // An mpi peer's data port is picked at run time: the rank is what tells runs apart.
+    let peer = match run.peer.split_once(" at ") {
+        Some((rank, _)) if s.transport == netsweep_model::spec::Transport::Mpi => rank.to_string(),
+        _ => run.peer.clone(),
+    };
+    v.push(("peer".into(), peer, true));
+    // What carried an mpi run's bytes (its TCP BTL, or the library's choice: shared memory on
+    // one host), from the note the run recorded.
+    if let Some(carrier) = mpi_carrier(run) {
+        v.push(("carrier".into(), carrier, false));
+    }
     if let Some(name) = run
         .lab
         .as_ref()
@@ -55,6 +65,22 @@ pub fn fields(run: &RunResult) -> Vec<(String, String, bool)> {
         v.push(("lab".into(), name.to_string(), true));
     }
     v
+}
+
+/// The carrier an mpi run recorded in its notes ("carrier: btl=tcp,self; …"), shortened.
+fn mpi_carrier(run: &RunResult) -> Option<String> {
+    let note = run
+        .granted
+        .client
+        .notes
+        .iter()
+        .find(|n| n.starts_with("mpi:"))?;
+    let carrier = note.split("carrier: ").nth(1)?.split(';').next()?.trim();
+    Some(if carrier.starts_with("chosen by the library") {
+        "MPI's choice".to_string()
+    } else {
+        carrier.to_string()
+    })
 }
 
 /// A short name of one run on its own: "tcp pingpong".
@@ -91,10 +117,12 @@ pub fn labels(runs: &[Named<'_>]) -> Vec<String> {
         .map(|i| {
             let parts: Vec<String> = differing
                 .iter()
-                .map(|(k, show)| match (value(i, k), show) {
-                    (Some(v), false) => v,
-                    (Some(v), true) => format!("{k}={v}"),
-                    (None, _) => format!("{k}=default"),
+                .filter_map(|(k, show)| match (value(i, k), show) {
+                    (Some(v), false) => Some(v),
+                    (Some(v), true) => Some(format!("{k}={v}")),
+                    // Only mpi runs have a carrier: the others need no word for its absence.
+                    (None, _) if k == "carrier" => None,
+                    (None, _) => Some(format!("{k}=default")),
                 })
                 .collect();
             if parts.is_empty() {
@@ -156,5 +184,34 @@ mod tests {
             },
         ]);
         assert_eq!(l, vec!["background=none", "background=stream,priority=0"]);
+    }
+
+    #[test]
+    fn mpi_runs_are_told_apart_by_their_carrier_not_their_port() {
+        let mpi = |port: u16, carrier: &str| {
+            let mut r = run("mpi", None);
+            r.peer = format!("mpi rank 1 at 127.0.0.1:{port}");
+            r.granted.client.notes = vec![format!(
+                "mpi: Open MPI v4.1.4; carrier: {carrier}; rank 0 on vm"
+            )];
+            r
+        };
+        let a = mpi(43371, "btl=tcp,self");
+        let b = mpi(34779, "chosen by the library (no --mca pml/btl/mtl given)");
+        let mut t = run("tcp", None);
+        t.peer = "in-process".into();
+        let l = labels(&[
+            Named { name: "a", run: &a },
+            Named { name: "b", run: &b },
+            Named { name: "t", run: &t },
+        ]);
+        assert_eq!(
+            l,
+            vec![
+                "mpi · peer=mpi rank 1 · btl=tcp,self",
+                "mpi · peer=mpi rank 1 · MPI's choice",
+                "tcp · peer=in-process"
+            ]
+        );
     }
 }
