@@ -395,3 +395,54 @@ fn a_mesh_rank_that_dies_ends_the_run_and_keeps_what_was_measured() {
         "{stderr}"
     );
 }
+
+/// Seed 004's MPI-vs-TCP script, short: four pingpong sweeps (MPI on its TCP BTL, netsweep's
+/// tcp, MPI as it chooses, netsweep's shm) overlaid in one report whose legend tells the two
+/// MPI runs apart.
+#[cfg(feature = "mpi")]
+#[test]
+#[ignore = "needs Open MPI (openmpi-bin): ./run-tests builds --features mpi and runs it"]
+fn seed_004_mpi_vs_tcp_overlays_four_signature_graphs() {
+    let _one = require_mpirun("seed_004_mpi_vs_tcp_overlays_four_signature_graphs");
+    let dir = scratch("seed-004-mpi");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seeds/004-mpi-vs-tcp.sh");
+    let o = Command::new(script)
+        .arg(&dir)
+        .env("NETSWEEP_BIN", bin())
+        .env("NETSWEEP_SIZES", "1,64k")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for (name, transport) in [
+        ("mpi-tcp", "mpi"),
+        ("tcp", "tcp"),
+        ("mpi-shm", "mpi"),
+        ("shm", "shm"),
+    ] {
+        let v = load(&dir.join(format!("{name}.json")), &o);
+        assert_eq!(v["status"], "complete", "{name}");
+        assert_eq!(v["spec"]["transport"], transport, "{name}");
+        let sizes: Vec<u64> = v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [1, 65536], "{name}");
+        if name == "mpi-tcp" {
+            let notes = v["granted"]["client"]["notes"].to_string();
+            assert!(notes.contains("btl=tcp,self"), "{notes}");
+        }
+    }
+    let svg = std::fs::read_to_string(dir.join("plots/latency.svg")).unwrap();
+    for label in ["btl=tcp,self", "MPI's choice", "tcp · ipv4", "shm · unix"] {
+        assert!(svg.contains(label), "legend lacks {label}");
+    }
+    assert!(dir.join("report.html").exists());
+}

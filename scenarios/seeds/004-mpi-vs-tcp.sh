@@ -12,15 +12,20 @@
 #
 # Needs Open MPI and libclang (apt-get install openmpi-bin libopenmpi-dev libclang-dev); as
 # root Open MPI needs OMPI_ALLOW_RUN_AS_ROOT*, set below. Takes about 2 minutes.
+# NETSWEEP_BIN (a netsweep built with --features mpi: no build then) and NETSWEEP_SIZES (the
+# sweep, default 1..4m:*2) let tests/mpi.rs run a short version.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-docs/experiments/004-mpi-vs-tcp}
 mkdir -p "$out"
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi
-cargo build --release --quiet --features mpi --bin netsweep
-ns=target/release/netsweep
+ns=${NETSWEEP_BIN:-}
+if [ -z "$ns" ]; then
+  cargo build --release --quiet --features mpi --bin netsweep
+  ns=target/release/netsweep
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-sweep=(-p pingpong --sizes "1..4m:*2" --max-point-time 400ms --no-save -q)
+sweep=(-p pingpong --sizes "${NETSWEEP_SIZES:-1..4m:*2}" --max-point-time 400ms --no-save -q)
 mpirun=(mpirun --oversubscribe --bind-to none -np 2)
 "${mpirun[@]}" --mca btl tcp,self "$ns" run -t mpi "${sweep[@]}" -o "$out/mpi-tcp.json"
 "$ns" run -t tcp --cpu free "${sweep[@]}" -o "$out/tcp.json"
