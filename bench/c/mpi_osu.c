@@ -1,7 +1,8 @@
 /* bench/c/mpi_osu.c — the MPI floor netsweep's `-t mpi` is compared with: the calls of the
  * OSU micro-benchmarks' osu_latency (MPI_Send/MPI_Recv ping-pong; latency = time / 2 /
- * iterations) and osu_bw (a window of 64 MPI_Isend/MPI_Irecv, MPI_Waitall, a 4-byte ack;
- * bandwidth = bytes / time), written for this benchmark (Debian has no OSU package).
+ * iterations) and osu_bw (a window of 64 MPI_Isend/MPI_Irecv, all on one buffer per side as
+ * osu_bw posts them, MPI_Waitall, a 4-byte ack; bandwidth = bytes / time), written for this
+ * benchmark (Debian has no OSU package).
  *
  *   mpirun -np 2 mpi_osu latency SIZE SECONDS
  *   mpirun -np 2 mpi_osu bw SIZE SECONDS
@@ -26,8 +27,8 @@ int main(int argc, char **argv) {
     int size = atoi(argv[2]);
     double seconds = atof(argv[3]);
     int peer = 1 - rank;
-    char *buf = malloc((size_t)size * (bw ? WINDOW : 1) + 1);
-    memset(buf, 'a', (size_t)size * (bw ? WINDOW : 1) + 1);
+    char *buf = malloc((size_t)size + 1);
+    memset(buf, 'a', (size_t)size + 1);
     MPI_Request req[WINDOW];
     char ack[4];
     /* Calibrate: rank 0 decides the iteration count from a warm-up and tells rank 1. */
@@ -47,12 +48,12 @@ int main(int argc, char **argv) {
                 }
             } else if (rank == 0) {
                 for (int w = 0; w < WINDOW; w++)
-                    MPI_Isend(buf + (size_t)w * size, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
+                    MPI_Isend(buf, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
                 MPI_Recv(ack, 4, MPI_CHAR, peer, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             } else {
                 for (int w = 0; w < WINDOW; w++)
-                    MPI_Irecv(buf + (size_t)w * size, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
+                    MPI_Irecv(buf, size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
                 MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
                 MPI_Send(ack, 4, MPI_CHAR, peer, 101, MPI_COMM_WORLD);
             }

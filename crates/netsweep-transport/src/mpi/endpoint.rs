@@ -27,13 +27,50 @@ fn mpi_error(call: &str, code: c_int) -> io::Error {
     io::Error::other(format!("{call} failed (MPI error {code})"))
 }
 
-fn deadline_passed(deadline: Option<Instant>, spins: &mut u32) -> bool {
-    *spins += 1;
-    if *spins < SPINS {
-        return false;
+/// A wait's end, looked at once every [`SPINS`] polls. A timeout starts at the first look,
+/// not when the call starts: a message that is already there (the common case in a timed
+/// loop) costs no clock read at all, and the wait is longer by the first SPINS polls at most.
+struct Wait {
+    timeout: Option<Duration>,
+    deadline: Option<Instant>,
+    spins: u32,
+}
+
+impl Wait {
+    /// Gives up `timeout` after the first look at the clock (never with `None`).
+    fn after(timeout: Option<Duration>) -> Self {
+        Self {
+            timeout,
+            deadline: None,
+            spins: 0,
+        }
     }
-    *spins = 0;
-    deadline.is_some_and(|d| Instant::now() >= d)
+
+    /// Gives up at `deadline`.
+    fn until(deadline: Instant) -> Self {
+        Self {
+            timeout: None,
+            deadline: Some(deadline),
+            spins: 0,
+        }
+    }
+
+    fn passed(&mut self) -> bool {
+        self.spins += 1;
+        if self.spins < SPINS {
+            return false;
+        }
+        self.spins = 0;
+        let now = Instant::now();
+        match (self.deadline, self.timeout) {
+            (Some(d), _) => now >= d,
+            (None, Some(t)) => {
+                self.deadline = Some(now + t);
+                false
+            }
+            (None, None) => false,
+        }
+    }
 }
 
 /// Sends `buf` to `peer` with `tag`, waiting at most `timeout` for the send to complete.
@@ -70,8 +107,7 @@ fn send_bytes(
     }
     // SAFETY: MPI_Isend succeeded and initialised the request.
     let mut req = unsafe { req.assume_init() };
-    let deadline = Some(Instant::now() + timeout);
-    let mut spins = 0;
+    let mut wait = Wait::after(Some(timeout));
     loop {
         let mut done: c_int = 0;
         // SAFETY: a live request; the status is ignored.
@@ -82,7 +118,7 @@ fn send_bytes(
         if done != 0 {
             return Ok(());
         }
-        if deadline_passed(deadline, &mut spins) {
+        if wait.passed() {
             // SAFETY: cancelling a live request, then MPI_Wait, which returns once the
             // cancellation or the send is complete: the buffer is free again after it.
             unsafe {
@@ -98,14 +134,13 @@ fn send_bytes(
 }
 
 /// Receives the next message with `tag` from `peer` into `buf`; `Ok(None)` when none came
-/// before `deadline`.
+/// before `wait` ended.
 fn recv_bytes(
     peer: c_int,
     tag: c_int,
     buf: &mut [u8],
-    deadline: Option<Instant>,
+    wait: &mut Wait,
 ) -> io::Result<Option<usize>> {
-    let mut spins = 0;
     loop {
         let mut found: c_int = 0;
         let mut msg = MaybeUninit::<ffi::MPI_Message>::uninit();
@@ -157,10 +192,72 @@ fn recv_bytes(
             }
             return Ok(Some(n));
         }
-        if deadline_passed(deadline, &mut spins) {
+        if wait.passed() {
             return Ok(None);
         }
     }
+}
+
+/// Receives the next message with `tag` from `peer` into `buf` through a posted receive
+/// (MPI_Irecv, polled with MPI_Test), so an arriving message lands in `buf` directly rather
+/// than in the unexpected queue first; `Ok(None)` when none came before `wait` ended. A
+/// message larger than `buf` is an error (MPI_ERR_TRUNCATE: the world returns errors).
+fn recv_posted(
+    peer: c_int,
+    tag: c_int,
+    buf: &mut [u8],
+    wait: &mut Wait,
+) -> io::Result<Option<usize>> {
+    let room = c_int::try_from(buf.len()).unwrap_or(c_int::MAX);
+    let mut req = MaybeUninit::<ffi::MPI_Request>::uninit();
+    // SAFETY: `buf` outlives the request: this function waits for it (or cancels it and
+    // waits for the cancellation) before returning.
+    let rc = unsafe {
+        ffi::MPI_Irecv(
+            buf.as_mut_ptr() as *mut c_void,
+            room,
+            ffi::RSMPI_UINT8_T,
+            peer,
+            tag,
+            ffi::RSMPI_COMM_WORLD,
+            req.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(mpi_error("MPI_Irecv", rc));
+    }
+    // SAFETY: MPI_Irecv succeeded and initialised the request.
+    let mut req = unsafe { req.assume_init() };
+    let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
+    loop {
+        let mut done: c_int = 0;
+        // SAFETY: a live request and an out-pointer to a local status.
+        let rc = unsafe { ffi::MPI_Test(&mut req, &mut done, status.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(mpi_error("MPI_Test (receive)", rc));
+        }
+        if done != 0 {
+            break;
+        }
+        if wait.passed() {
+            let mut cancelled: c_int = 0;
+            // SAFETY: cancelling a live request, then waiting for it: once MPI_Wait returns
+            // the buffer is ours again, whether the receive completed or was cancelled.
+            unsafe {
+                ffi::MPI_Cancel(&mut req);
+                ffi::MPI_Wait(&mut req, status.as_mut_ptr());
+                ffi::MPI_Test_cancelled(status.as_ptr(), &mut cancelled);
+            }
+            if cancelled != 0 {
+                return Ok(None);
+            }
+            break;
+        }
+    }
+    let mut count: c_int = 0;
+    // SAFETY: the request completed: MPI wrote the status.
+    unsafe { ffi::MPI_Get_count(status.as_ptr(), ffi::RSMPI_UINT8_T, &mut count) };
+    Ok(Some(usize::try_from(count).unwrap_or(0)))
 }
 
 /// One rank's end of the data path.
@@ -201,8 +298,13 @@ impl Endpoint for MpiEndpoint {
     }
 
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let deadline = self.recv_timeout.map(|t| Instant::now() + t);
-        recv_bytes(self.peer, DATA_TAG, buf, deadline)?.ok_or_else(|| {
+        recv_posted(
+            self.peer,
+            DATA_TAG,
+            buf,
+            &mut Wait::after(self.recv_timeout),
+        )?
+        .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::WouldBlock,
                 "no MPI message before the timeout",
@@ -247,10 +349,10 @@ impl DataListener for MpiListener {
     }
 
     fn accept(&mut self, cookie: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
-        let deadline = Instant::now() + timeout;
+        let mut wait = Wait::until(Instant::now() + timeout);
         let mut b = [0u8; 8];
         loop {
-            match recv_bytes(self.world.peer, COOKIE_TAG, &mut b, Some(deadline))? {
+            match recv_bytes(self.world.peer, COOKIE_TAG, &mut b, &mut wait)? {
                 Some(8) if u64::from_be_bytes(b) == cookie => {
                     return Ok(Box::new(MpiEndpoint::new(self.world, timeout)))
                 }
