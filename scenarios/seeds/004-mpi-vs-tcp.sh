@@ -6,7 +6,9 @@
 #   tcp       netsweep's own tcp over the same path (loopback)
 #   mpi-shm   MPI as it chooses on one host (shared memory)
 #   shm       netsweep's shared-memory ring (the in-host copy ceiling)
-# Writes the results, SVG plots and an HTML report to docs/experiments/004-mpi-vs-tcp/ (or DIR).
+# Writes the results, SVG plots, an HTML report and tables.md (the figures at five sizes) to
+# DIR; without DIR, to /tmp/netsweep-004-mpi-vs-tcp, then copies the plots and tables.md that
+# docs/experiments/004-mpi-vs-tcp.md shows into docs/experiments/004-mpi-vs-tcp/.
 #
 #   flock /tmp/netsweep-bench.lock scenarios/seeds/004-mpi-vs-tcp.sh [DIR]
 #
@@ -16,7 +18,9 @@
 # sweep, default 1..4m:*2) let tests/mpi.rs run a short version.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:-docs/experiments/004-mpi-vs-tcp}
+out=${1:-/tmp/netsweep-004-mpi-vs-tcp}
+page=${1:+}
+[ -n "${1:-}" ] || page=docs/experiments/004-mpi-vs-tcp
 mkdir -p "$out"
 if ! command -v cargo >/dev/null 2>&1 && [ -f "$HOME/.cargo/env" ]; then . "$HOME/.cargo/env"; fi
 ns=${NETSWEEP_BIN:-}
@@ -37,3 +41,32 @@ rm -rf "$out/plots"
 for f in mpi-tcp tcp mpi-shm shm; do
   echo "== $f"; "$ns" report "$out/$f.json" | tail -4
 done
+{
+  echo "# Seed 004, MPI vs TCP: the figures of the last run"
+  echo
+  echo "Run of scenarios/seeds/004-mpi-vs-tcp.sh on $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $(nproc) CPUs."
+  echo
+  python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+sizes = [1, 1024, 65536, 1048576, 4194304]
+print("| run | " + " | ".join(f"{s} B: RTT/2 p50, Mbit/s" for s in sizes) + " | CPU client/server at 1 B |")
+print("|---|" + "---|" * (len(sizes) + 1))
+for name in ["mpi-tcp", "tcp", "mpi-shm", "shm"]:
+    run = json.load(open(f"{out}/{name}.json"))
+    points = {p["size"]: p for p in run["points"]}
+    cells = []
+    for s in sizes:
+        p = points.get(s)
+        cells.append("—" if p is None else "%.2f µs, %.0f" % (
+            p["latency"]["half_rtt_ns"]["p50"] / 1000, p["throughput_mbps"]["mean"]))
+    p = points[1]
+    cpu = "%.2f / %.2f" % (p["client"]["cpu_utilisation"], p["server"]["cpu_utilisation"])
+    print(f"| {name} | " + " | ".join(cells) + f" | {cpu} |")
+PY
+} >"$out/tables.md"
+if [ -n "$page" ]; then
+  mkdir -p "$page"
+  cp "$out/plots/latency.svg" "$out/plots/throughput.svg" "$out/plots/signature.svg" \
+    "$out/tables.md" "$page/"
+fi
