@@ -261,9 +261,18 @@ fn reports_show_the_flows_figures_in_text_and_csv() {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
-    for (row, p) in lines.zip(points(&v)) {
+    // One row per point × flow: each point's three rows in flow order.
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 3 * points(&v).len(), "{text}");
+    for (i, row) in rows.iter().enumerate() {
+        let p = &points(&v)[i / 3];
         let cells: Vec<&str> = row.split(',').collect();
         assert_eq!(cells.len(), header.len(), "{row}");
+        assert_eq!(cells[col("flow")], (i % 3).to_string());
+        assert_eq!(
+            cells[col("flow_server_bytes_received")],
+            p["flows"]["per_flow"][i % 3]["server"]["bytes_received"].to_string()
+        );
         assert_eq!(cells[col("flows")], "3");
         assert_eq!(cells[col("flows_unit")], "mbps");
         let fair: f64 = cells[col("fairness")].parse().unwrap();
