@@ -168,6 +168,28 @@ fn seed_000_measures_packet_and_udp_to_the_mtu_and_udp_to_65507() {
     assert_eq!(sizes(&jumbo), [1492, 8992]);
     assert!(mean(&jumbo["points"][1], "receiver_mbps") > 0.0);
     assert_eq!(sizes(&load(&out, "udp-mtu9000")), [8972]);
+    // The modern stripping of layers: udp with GSO carries many datagrams per send call, and
+    // its loss is still counted per datagram.
+    let gso = load(&out, "udp-gso-small");
+    assert_eq!(gso["spec"]["api"], "gso");
+    assert_eq!(sizes(&gso), [64, 512, 1472]);
+    let small = &gso["points"][0];
+    let c = &small["client"];
+    assert!(
+        c["send_calls"].as_u64().unwrap() * 2 <= c["messages_sent"].as_u64().unwrap(),
+        "64 B with GSO: {c}"
+    );
+    for r in [&gso, &load(&out, "udp-small"), &load(&out, "packet-small")] {
+        for p in r["points"].as_array().unwrap() {
+            let loss = &p["loss"];
+            assert_eq!(
+                loss["sent"].as_u64().unwrap(),
+                loss["received"].as_u64().unwrap() + loss["lost"].as_u64().unwrap(),
+                "{p}"
+            );
+        }
+    }
+    assert_eq!(sizes(&load(&out, "udp-gso-stream")), [512, 1472]);
 }
 
 #[test]

@@ -51,16 +51,31 @@ def anomalies(run):
 def seed000(dirs):
     out = dirs["000-dlpi-vs-udp"]
     pk, ud = load(out, "packet-stream"), load(out, "udp-stream")
+    gso = load(out, "udp-gso-stream")
     s = "### packet vs udp up to the MTU (1 Gbit/s link, MTU 1500)\n\n"
     rows = []
-    for a, b in zip(pk["points"], ud["points"]):
+    for a, b, g in zip(pk["points"], ud["points"], gso["points"]):
         ps, pr, us, ur = (est(a, "sender_mbps"), est(a, "receiver_mbps"),
                           est(b, "sender_mbps"), est(b, "receiver_mbps"))
         gain = None if not ur else (pr / ur - 1) * 100
         rows.append([f"{a['size']} / {b['size']}", fmt(ps), fmt(pr), fmt(us), fmt(ur),
-                     fmt(gain) + " %"])
+                     fmt(gain) + " %", fmt(est(g, "receiver_mbps"))])
     s += table(["size packet / udp (B)", "packet sender Mbit/s", "packet receiver Mbit/s",
-                "udp sender Mbit/s", "udp receiver Mbit/s", "receiver gain packet vs udp"], rows)
+                "udp sender Mbit/s", "udp receiver Mbit/s", "receiver gain packet vs udp",
+                "udp+gso receiver Mbit/s"], rows)
+    s += "\n### Packet rate with the layers stripped today (unshaped veth, MTU 1500)\n\n"
+    rows = []
+    for name in ["packet-small", "udp-small", "udp-gso-small"]:
+        for p in load(out, name)["points"]:
+            loss = p.get("loss") or {}
+            rx = est(p, "receiver_mbps")
+            pps = None if rx is None else rx * 1e6 / 8 / p["size"]
+            c = p["client"]
+            per_call = c["messages_sent"] / c["send_calls"] if c["send_calls"] else None
+            rows.append([name, str(p["size"]), fmt(pps, 0), fmt(rx),
+                         fmt(100 * loss.get("ratio", 0), 2) + " %", fmt(per_call, 1)])
+    s += table(["run", "size (B)", "receiver datagrams/s", "receiver Mbit/s", "loss",
+                "datagrams per send call"], rows)
     big = load(out, "udp-large")
     s += "\n### udp to 65507 B: loss and send calls\n\n"
     rows = []
