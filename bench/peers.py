@@ -376,7 +376,9 @@ def udp_stream(ns, book, runs, secs):
     log("c: UDP stream packets/s, client CPU 0, server CPU 1")
     for size in (64, 1472):
         def netsweep(api, size=size):
-            extra = ["--api", api, "--batch", "32"] if api in ("mmsg", "uring") else []
+            extra = [] if api == "basic" else ["--api", api]
+            if api in ("mmsg", "uring"):
+                extra += ["--batch", "32"]
             r = ns.run(["-t", "udp", "-p", "stream", "--sizes", str(size), "--trial-time",
                         "200ms", "--min-trials", "5", "--max-point-time", f"{secs}s"] + extra,
                        cpu=(0, 1))
@@ -427,7 +429,7 @@ def udp_stream(ns, book, runs, secs):
             book("c", size, "sockperf tp", "loss").add(100 * (1 - got / sent) if sent else None)
 
         tools = [lambda: netsweep("basic"), lambda: netsweep("mmsg"), lambda: netsweep("uring"),
-                 iperf3, sockperf]
+                 lambda: netsweep("gso"), iperf3, sockperf]
         for i in range(runs):
             for t in rotate(tools, i):
                 t()
@@ -797,6 +799,14 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
                      f"netsweep mmsg {book('c', size, 'netsweep mmsg', 'rx').fmt(0)} vs iperf3 "
                      f"{book('c', size, 'iperf3 -u -b 0', 'rx').fmt(0)}", r,
                      (r is not None and r >= 2.0) if size == 64 else None, "c"))
+    # c, gso (issue 17): UDP_SEGMENT sends and UDP_GRO receives, both sizes against iperf3.
+    for size in (64, 1472):
+        ir = book.med("c", size, "iperf3 -u -b 0", "rx")
+        r = ratio(book.med("c", size, "netsweep gso", "rx"), ir)
+        rows.append((f"c. UDP {size} B receiver pkt/s, gso", "≥ 2 × iperf3 receiver",
+                     f"netsweep gso {book('c', size, 'netsweep gso', 'rx').fmt(0)} vs iperf3 "
+                     f"{book('c', size, 'iperf3 -u -b 0', 'rx').fmt(0)}", r,
+                     r is not None and r >= 2.0, "c"))
     # d
     r = ratio(book.med("d", "netsweep", "wall"), book.med("d", "NPtcp", "wall"))
     rp = ratio(book.med("d", "netsweep", "repeat"), book.med("d", "NPtcp", "repeat"))
@@ -866,12 +876,14 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
         w("")
     w("## c. UDP stream, packets per second (client CPU 0, server CPU 1)\n")
     w("netsweep `basic`, `mmsg --batch 32`, `uring --batch 32` (io_uring, one io_uring_enter "
-      "per 32 datagrams); `iperf3 -u -b 0 -l SIZE`; `sockperf tp -m SIZE` "
+      "per 32 datagrams), `gso` (UDP_SEGMENT: up to 64 datagrams per sendmsg; UDP_GRO "
+      "receives); `iperf3 -u -b 0 -l SIZE`; `sockperf tp -m SIZE` "
       "(its server prints only a count: its rate assumes it received for the whole test).\n")
     w("| size | tool | sender pkt/s | receiver pkt/s | loss % |")
     w("|---|---|---|---|---|")
     for size in (64, 1472):
-        for t in ("netsweep basic", "netsweep mmsg", "netsweep uring", "iperf3 -u -b 0",
+        for t in ("netsweep basic", "netsweep mmsg", "netsweep uring", "netsweep gso",
+                  "iperf3 -u -b 0",
                   "sockperf tp"):
             w(f"| {size} | {t} | {book('c', size, t, 'tx').fmt(0)} | "
               f"{book('c', size, t, 'rx').fmt(0)} | {book('c', size, t, 'loss').fmt(1)} |")
