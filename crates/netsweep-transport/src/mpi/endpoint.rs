@@ -133,71 +133,6 @@ fn send_bytes(
     }
 }
 
-/// Receives the next message with `tag` from `peer` into `buf`; `Ok(None)` when none came
-/// before `wait` ended.
-fn recv_bytes(
-    peer: c_int,
-    tag: c_int,
-    buf: &mut [u8],
-    wait: &mut Wait,
-) -> io::Result<Option<usize>> {
-    loop {
-        let mut found: c_int = 0;
-        let mut msg = MaybeUninit::<ffi::MPI_Message>::uninit();
-        let mut status = MaybeUninit::<ffi::MPI_Status>::uninit();
-        // SAFETY: out-pointers to locals; MPI writes them.
-        let rc = unsafe {
-            ffi::MPI_Improbe(
-                peer,
-                tag,
-                ffi::RSMPI_COMM_WORLD,
-                &mut found,
-                msg.as_mut_ptr(),
-                status.as_mut_ptr(),
-            )
-        };
-        if rc != 0 {
-            return Err(mpi_error("MPI_Improbe", rc));
-        }
-        if found != 0 {
-            // SAFETY: a message was found: MPI initialised the handle and the status.
-            let (mut msg, status) = unsafe { (msg.assume_init(), status.assume_init()) };
-            let mut count: c_int = 0;
-            // SAFETY: a valid status and datatype.
-            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
-            let n = usize::try_from(count).unwrap_or(usize::MAX);
-            let room = c_int::try_from(buf.len()).unwrap_or(c_int::MAX);
-            // SAFETY: `buf` has `room` writable bytes; the matched message is consumed
-            // (truncated, with an error, when it is larger).
-            let rc = unsafe {
-                ffi::MPI_Mrecv(
-                    buf.as_mut_ptr() as *mut c_void,
-                    room,
-                    ffi::RSMPI_UINT8_T,
-                    &mut msg,
-                    ffi::RSMPI_STATUS_IGNORE,
-                )
-            };
-            if n > buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "an MPI message of {n} bytes is larger than the {} bytes expected",
-                        buf.len()
-                    ),
-                ));
-            }
-            if rc != 0 {
-                return Err(mpi_error("MPI_Mrecv", rc));
-            }
-            return Ok(Some(n));
-        }
-        if wait.passed() {
-            return Ok(None);
-        }
-    }
-}
-
 /// Receives the next message with `tag` from `peer` into `buf` through a posted receive
 /// (MPI_Irecv, polled with MPI_Test), so an arriving message lands in `buf` directly rather
 /// than in the unexpected queue first; `Ok(None)` when none came before `wait` ended. A
@@ -233,6 +168,15 @@ fn recv_posted(
         let mut done: c_int = 0;
         // SAFETY: a live request and an out-pointer to a local status.
         let rc = unsafe { ffi::MPI_Test(&mut req, &mut done, status.as_mut_ptr()) };
+        if rc == ffi::MPI_ERR_TRUNCATE as c_int {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "an MPI message was larger than the {} bytes expected",
+                    buf.len()
+                ),
+            ));
+        }
         if rc != 0 {
             return Err(mpi_error("MPI_Test (receive)", rc));
         }
@@ -352,7 +296,7 @@ impl DataListener for MpiListener {
         let mut wait = Wait::until(Instant::now() + timeout);
         let mut b = [0u8; 8];
         loop {
-            match recv_bytes(self.world.peer, COOKIE_TAG, &mut b, &mut wait)? {
+            match recv_posted(self.world.peer, COOKIE_TAG, &mut b, &mut wait)? {
                 Some(8) if u64::from_be_bytes(b) == cookie => {
                     return Ok(Box::new(MpiEndpoint::new(self.world, timeout)))
                 }
