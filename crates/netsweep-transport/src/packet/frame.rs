@@ -12,14 +12,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 /// Ethernet header bytes.
-pub(super) const ETH: usize = 14;
+pub(crate) const ETH: usize = 14;
 /// Ethernet plus netsweep header bytes in front of every payload.
 pub const FRAME_HEADER: usize = ETH + HEADER as usize;
 
-pub(super) const KIND_C2S: u8 = 1;
-pub(super) const KIND_S2C: u8 = 2;
-pub(super) const KIND_HELLO: u8 = 3;
-pub(super) const KIND_ACK: u8 = 4;
+pub(crate) const KIND_C2S: u8 = 1;
+pub(crate) const KIND_S2C: u8 = 2;
+pub(crate) const KIND_HELLO: u8 = 3;
+pub(crate) const KIND_ACK: u8 = 4;
 pub(super) const VERSION: u8 = 1;
 
 pub(super) fn open_socket() -> io::Result<OwnedFd> {
@@ -98,15 +98,15 @@ pub(super) fn bind(fd: RawFd, ifindex: u32, iface: &str) -> io::Result<()> {
 
 /// The interface, its index, MAC and MTU.
 #[derive(Debug, Clone)]
-pub(super) struct Link {
-    pub(super) name: String,
-    pub(super) index: u32,
-    pub(super) mac: [u8; 6],
-    pub(super) mtu: u32,
+pub(crate) struct Link {
+    pub(crate) name: String,
+    pub(crate) index: u32,
+    pub(crate) mac: [u8; 6],
+    pub(crate) mtu: u32,
 }
 
 impl Link {
-    pub(super) fn new(name: &str) -> io::Result<Self> {
+    pub(crate) fn new(name: &str) -> io::Result<Self> {
         Ok(Self {
             name: name.to_string(),
             index: sys::if_index(name)?,
@@ -151,7 +151,7 @@ pub fn route_interface(ip: IpAddr) -> io::Result<String> {
     })
 }
 
-pub(super) fn header(dst: &[u8; 6], src: &[u8; 6], tag: u32, kind: u8) -> [u8; FRAME_HEADER] {
+pub(crate) fn header(dst: &[u8; 6], src: &[u8; 6], tag: u32, kind: u8) -> [u8; FRAME_HEADER] {
     let mut h = [0u8; FRAME_HEADER];
     h[0..6].copy_from_slice(dst);
     h[6..12].copy_from_slice(src);
@@ -163,14 +163,14 @@ pub(super) fn header(dst: &[u8; 6], src: &[u8; 6], tag: u32, kind: u8) -> [u8; F
 }
 
 #[inline]
-pub(super) fn set_len(h: &mut [u8; FRAME_HEADER], len: usize) {
+pub(crate) fn set_len(h: &mut [u8; FRAME_HEADER], len: usize) {
     h[20..22].copy_from_slice(&(len as u16).to_be_bytes());
 }
 
 /// Payload length of a received frame of `n` bytes (header included) whose header is `h`,
 /// or `None` when the frame is not one this endpoint expects.
 #[inline]
-pub(super) fn check(h: &[u8], n: usize, tag: u32, kind: u8) -> Option<usize> {
+pub(crate) fn check(h: &[u8], n: usize, tag: u32, kind: u8) -> Option<usize> {
     if n < FRAME_HEADER || h[14..18] != tag.to_be_bytes() || h[18] != kind {
         return None;
     }

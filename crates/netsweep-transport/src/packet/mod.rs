@@ -23,12 +23,14 @@
 //! Frames are datagrams: loss is counted exactly like UDP. Needs CAP_NET_RAW.
 //!
 //! Files: this one (the descriptor, limits, the privilege probe), `frame.rs` (the frame format
-//! and the socket plumbing), `endpoint.rs` (a bound session's data endpoint), `session.rs` (the
-//! hello/acknowledgement handshake on both sides).
+//! and the socket plumbing), `endpoint.rs` (a bound session's data endpoint), `handshake.rs`
+//! (the hello/acknowledgement exchange, shared with the `xdp` transport), `session.rs` (binding
+//! each side's socket and running that exchange on it).
 
 mod endpoint;
-mod frame;
-mod session;
+pub(crate) mod frame;
+pub(crate) mod handshake;
+pub(crate) mod session;
 
 pub use endpoint::PacketEndpoint;
 pub use frame::{route_interface, FRAME_HEADER};
@@ -128,7 +130,7 @@ pub fn probe() -> Result<(), String> {
     Ok(())
 }
 
-pub(super) fn tag_of(cookie: u64) -> u32 {
+pub(crate) fn tag_of(cookie: u64) -> u32 {
     cookie as u32
 }
 

@@ -3,17 +3,18 @@
 
 use super::endpoint::granted;
 use super::frame::{
-    attach_filter, bind, check, header, is_wait, recv_frame, route_interface, send_frame, set_len,
-    set_timeout, socket_with_knobs, Link, FRAME_HEADER, KIND_ACK, KIND_C2S, KIND_HELLO, KIND_S2C,
+    attach_filter, bind, header, is_wait, recv_frame, route_interface, send_frame, set_timeout,
+    socket_with_knobs, Link, FRAME_HEADER, KIND_ACK, KIND_C2S, KIND_HELLO, KIND_S2C,
 };
+use super::handshake::{self, FramePath};
 use super::{max_payload, tag_of, too_big, PacketEndpoint, Side};
 use crate::mmsg::Mmsg;
-use crate::{cookie, sys};
+use crate::sys;
 use netsweep_endpoint::{DataListener, Endpoint};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// The server's packet data endpoint, waiting for the client's hello frame.
@@ -29,16 +30,7 @@ impl PacketListener {
     /// Opens on the interface that owns `bind` (or the `interface` knob).
     pub fn open(setup: &SessionSetup, bind: IpAddr, mmsg: bool) -> io::Result<Self> {
         let knobs = &setup.server_knobs;
-        let name = match knobs.interface.as_deref() {
-            Some(n) => n.to_string(),
-            None => sys::if_with_address(bind)?.ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!("no interface holds {bind}, the server's address: name one with --interface"),
-                )
-            })?,
-        };
-        let link = Link::new(&name)?;
+        let link = Link::new(&server_interface(knobs, bind)?)?;
         if setup.max_size as usize > max_payload(link.mtu) {
             return Err(too_big(setup.max_size, &link.name, link.mtu));
         }
@@ -70,33 +62,10 @@ impl DataListener for PacketListener {
         let tag = tag_of(want);
         attach_filter(fd, tag, KIND_HELLO, KIND_C2S)?;
         bind(fd, self.link.index, &self.link.name)?;
-        let deadline = Instant::now() + timeout;
-        let mut h = [0u8; FRAME_HEADER];
-        let mut b = [0u8; 64];
-        let peer = loop {
-            set_timeout(
-                fd,
-                Some(cookie::left(deadline, "the client's packet hello frame")?),
-            )?;
-            match recv_frame(fd, &mut h, &mut b) {
-                Ok(n) => {
-                    if check(&h, n, tag, KIND_HELLO) == Some(cookie::LEN)
-                        && b[..8] == want.to_be_bytes()
-                    {
-                        let mut mac = [0u8; 6];
-                        mac.copy_from_slice(&h[6..12]);
-                        break mac;
-                    }
-                }
-                Err(e) if is_wait(&e) => {}
-                Err(e) => return Err(e),
-            }
-        };
+        let peer = handshake::await_hello(&mut Fd(fd), want, Instant::now() + timeout)?;
         // From now on only data frames of this session.
         attach_filter(fd, tag, KIND_C2S, KIND_C2S)?;
-        let mut ack = header(&peer, &self.link.mac, tag, KIND_ACK);
-        set_len(&mut ack, cookie::LEN);
-        send_frame(fd, &ack, &want.to_be_bytes())?;
+        handshake::acknowledge(&mut Fd(fd), &self.link, &peer, want)?;
         set_timeout(fd, None)?;
         let granted = granted(&sock, &self.knobs, notes, &self.link, &peer);
         Ok(Box::new(PacketEndpoint {
@@ -124,20 +93,7 @@ pub fn connect(
     timeout: Duration,
     mmsg: bool,
 ) -> io::Result<Box<dyn Endpoint>> {
-    let peer = data
-        .mac
-        .as_deref()
-        .and_then(sys::parse_mac)
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the server sent no MAC address for the packet transport (an older server?)",
-            )
-        })?;
-    let name = match knobs.interface.as_deref() {
-        Some(n) => n.to_string(),
-        None => route_interface(server)?,
-    };
+    let (peer, name) = client_target(knobs, server, data, "packet")?;
     let link = Link::new(&name)?;
     if setup.max_size as usize > max_payload(link.mtu) {
         return Err(too_big(setup.max_size, &link.name, link.mtu));
@@ -147,39 +103,7 @@ pub fn connect(
     let tag = tag_of(want);
     attach_filter(fd, tag, KIND_ACK, KIND_S2C)?;
     bind(fd, link.index, &link.name)?;
-    let mut hello = header(&peer, &link.mac, tag, KIND_HELLO);
-    set_len(&mut hello, cookie::LEN);
-    let deadline = Instant::now() + timeout;
-    let mut h = [0u8; FRAME_HEADER];
-    let mut b = [0u8; 64];
-    'outer: loop {
-        send_frame(fd, &hello, &want.to_be_bytes()).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("sending the packet hello on {}: {e}", link.name),
-            )
-        })?;
-        let until = Instant::now()
-            + cookie::left(deadline, "the server's packet acknowledgement")?
-                .min(Duration::from_millis(200));
-        loop {
-            let Ok(wait) = cookie::left(until, "") else {
-                continue 'outer;
-            };
-            set_timeout(fd, Some(wait))?;
-            match recv_frame(fd, &mut h, &mut b) {
-                Ok(n) => {
-                    if check(&h, n, tag, KIND_ACK) == Some(cookie::LEN)
-                        && b[..8] == want.to_be_bytes()
-                    {
-                        break 'outer;
-                    }
-                }
-                Err(e) if is_wait(&e) => continue 'outer,
-                Err(e) => return Err(e),
-            }
-        }
-    }
+    handshake::hello(&mut Fd(fd), &link, &peer, want, Instant::now() + timeout)?;
     // From now on only the server's data frames.
     attach_filter(fd, tag, KIND_S2C, KIND_S2C)?;
     set_timeout(fd, None)?;
@@ -196,4 +120,70 @@ pub fn connect(
         granted,
         mmsg: mmsg.then(Mmsg::default),
     }))
+}
+
+/// The server's interface for a raw-frame session: the `interface` knob, or the one that holds
+/// `bind`, the server's address.
+pub(crate) fn server_interface(knobs: &Knobs, bind: IpAddr) -> io::Result<String> {
+    match knobs.interface.as_deref() {
+        Some(n) => Ok(n.to_string()),
+        None => sys::if_with_address(bind)?.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no interface holds {bind}, the server's address: name one with --interface"
+                ),
+            )
+        }),
+    }
+}
+
+/// The client's target of a raw-frame session of `transport`: the server's MAC (from its data
+/// endpoint) and the interface to reach it by (the `interface` knob, else the route's).
+pub(crate) fn client_target(
+    knobs: &Knobs,
+    server: IpAddr,
+    data: &DataEndpoint,
+    transport: &str,
+) -> io::Result<([u8; 6], String)> {
+    let peer = data
+        .mac
+        .as_deref()
+        .and_then(sys::parse_mac)
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the server sent no MAC address for the {transport} transport (an older \
+                     server?)"
+                ),
+            )
+        })?;
+    let name = match knobs.interface.as_deref() {
+        Some(n) => n.to_string(),
+        None => route_interface(server)?,
+    };
+    Ok((peer, name))
+}
+
+/// A bound AF_PACKET socket as a [`FramePath`] for the handshake.
+struct Fd(RawFd);
+
+impl FramePath for Fd {
+    fn send_frame(&mut self, h: &[u8; FRAME_HEADER], payload: &[u8]) -> io::Result<()> {
+        send_frame(self.0, h, payload).map(drop)
+    }
+    fn recv_frame(
+        &mut self,
+        h: &mut [u8; FRAME_HEADER],
+        payload: &mut [u8],
+        wait: Duration,
+    ) -> io::Result<Option<usize>> {
+        set_timeout(self.0, Some(wait))?;
+        match recv_frame(self.0, h, payload) {
+            Ok(n) => Ok(Some(n)),
+            Err(e) if is_wait(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
