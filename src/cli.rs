@@ -264,8 +264,9 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "offset")]
     pub align: bool,
 
-    /// Messages per sendmmsg/recvmmsg call with `--api mmsg`, or per super-datagram with
-    /// `--api gso` (default 64; sent in calls of at most 64 segments and 64 KiB) (stream pattern).
+    /// Messages per sendmmsg/recvmmsg call with `--api mmsg`, per super-datagram with
+    /// `--api gso` (default 64; sent in calls of at most 64 segments and 64 KiB), or per ring
+    /// kick with `-t xdp` (default 64) (stream pattern).
     #[arg(long, value_name = "N")]
     pub batch: Option<u32>,
 

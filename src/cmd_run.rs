@@ -74,8 +74,9 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.flows = a.flows;
     spec.threads = a.threads;
     let (mut client_knobs, mut server_knobs) = knobs(a, transport)?;
-    if api == Api::Gso && a.batch.is_none() {
-        // A super-datagram of one segment is a plain send: gso's point is the batch.
+    if a.batch.is_none() && (api == Api::Gso || transport == Transport::Xdp) {
+        // A super-datagram of one segment is a plain send: gso's point is the batch. An
+        // AF_XDP ring likewise takes a batch of frames per kick.
         let b = Some(netsweep_transport::gso::MAX_SEGMENTS as u32);
         (client_knobs.batch, server_knobs.batch) = (b, b);
     }
@@ -293,6 +294,19 @@ pub fn main(a: RunArgs) -> ExitCode {
             (Some(_), netsweep_model::results::RunStatus::Interrupted) => ExitCode::from(130),
             (Some(e), _) => failure(e),
         };
+    }
+    // -t xdp: a build with the feature, and a link between two hosts (never loopback).
+    if spec.transport == Transport::Xdp {
+        if !cfg!(feature = "xdp") {
+            return usage_error(netsweep_transport::xdp::BUILD_HINT);
+        }
+        if a.host.is_none() {
+            return usage_error(
+                "-t xdp needs a link between two hosts or namespaces: run `netsweep serve` on \
+                 the far end and name it (`netsweep run HOST -t xdp`; `netsweep lab` builds \
+                 such a pair); on loopback use -t packet",
+            );
+        }
     }
     // -t mpi: rank 1 serves, rank 0 finds it over MPI (no host).
     let mut auth_key = auth_key;

@@ -72,7 +72,7 @@ fn help_lists_the_choices() {
     assert!(o.status.success());
     let help = String::from_utf8_lossy(&o.stdout).replace(char::is_whitespace, "");
     for needle in [
-        "[possiblevalues:tcp,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi]",
+        "[possiblevalues:tcp,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi,xdp]",
         "[possiblevalues:pingpong,stream,crr,bidir,rate]",
         "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring,gso]",
         "[possiblevalues:text,json,jsonl,csv,npout,openmetrics]",

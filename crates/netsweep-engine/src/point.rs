@@ -5,7 +5,7 @@
 use netsweep_model::results::{
     Distribution, Estimate, Placement, PointResult, SideTotals, StopReason,
 };
-use netsweep_model::spec::RunSpec;
+use netsweep_model::spec::{RunSpec, Transport};
 use netsweep_model::stats::{ci95, LatencyHistogram};
 use netsweep_proto::messages::SideCounters;
 use std::time::Instant;
@@ -94,6 +94,7 @@ impl Tally {
                 with_placement_note(self.notes, &self.placement),
                 &self.client,
                 &self.server,
+                spec.transport,
             ),
             placement: self.placement,
             background: Vec::new(),
@@ -117,17 +118,24 @@ fn with_placement_note(mut notes: Vec<String>, p: &Placement) -> Vec<String> {
 }
 
 /// Names the receive sockets that dropped datagrams themselves (a full buffer): part of the
-/// loss that is the receiver's, not the path's, and what `--rcvbuf` addresses.
+/// loss that is the receiver's, not the path's, and what `--rcvbuf` addresses (an AF_XDP
+/// socket's rings have a fixed size: there the receiver must keep up).
 fn with_drops_note(
     mut notes: Vec<String>,
     client: &SideCounters,
     server: &SideCounters,
+    transport: Transport,
 ) -> Vec<String> {
+    let remedy = if transport == Transport::Xdp {
+        "its AF_XDP rings were full: the receiver did not keep up; pin it with --cpu"
+    } else {
+        "a larger --rcvbuf may help"
+    };
     for (side, c) in [("server", server), ("client", client)] {
         if let Some(n) = c.socket_drops.filter(|n| *n > 0) {
             notes.push(format!(
                 "receive buffer overflowed: the {side}'s socket dropped {n} datagram{} of the \
-                 loss (a larger --rcvbuf may help)",
+                 loss ({remedy})",
                 if n == 1 { "" } else { "s" }
             ));
         }

@@ -43,11 +43,15 @@ pub enum Transport {
     /// the `mpi` crate, in a build with `--features mpi`): what a message-passing layer costs,
     /// NetPIPE's MPI module. Reliable, ordered, message boundaries kept.
     Mpi,
+    /// Raw Ethernet frames (EtherType 0x88B5) through an AF_XDP socket: an XDP program
+    /// redirects them from the driver into user memory, past the kernel's stack (in a build
+    /// with `--features xdp`).
+    Xdp,
 }
 
 impl Transport {
     /// Every transport this build knows, in listing order.
-    pub const ALL: [Transport; 10] = [
+    pub const ALL: [Transport; 11] = [
         Transport::Tcp,
         Transport::Udp,
         Transport::UnixStream,
@@ -58,6 +62,7 @@ impl Transport {
         Transport::Udplite,
         Transport::Shm,
         Transport::Mpi,
+        Transport::Xdp,
     ];
 
     /// The name used on the command line, on the wire and in results.
@@ -73,6 +78,7 @@ impl Transport {
             Transport::Udplite => "udplite",
             Transport::Shm => "shm",
             Transport::Mpi => "mpi",
+            Transport::Xdp => "xdp",
         }
     }
 
@@ -84,6 +90,7 @@ impl Transport {
             Transport::UnixSeqpacket => &["seqpacket"],
             Transport::Udplite => &["udp-lite"],
             Transport::Shm => &["memcpy"],
+            Transport::Xdp => &["af-xdp", "af_xdp"],
             _ => &[],
         }
     }
@@ -105,6 +112,7 @@ impl Transport {
                 | Transport::UnixSeqpacket
                 | Transport::Packet
                 | Transport::Udplite
+                | Transport::Xdp
         )
     }
 }

@@ -219,14 +219,31 @@ pub struct GrantedKnobs {
     pub cpu: Option<u32>,
     /// Never filled in by this build (`None`): the pool asked for is in the spec's knobs.
     pub cache_pool: Option<u64>,
-    /// Interface of a `packet` endpoint.
+    /// Interface of a `packet` or `xdp` endpoint.
     pub interface: Option<String>,
-    /// MAC address of that interface (`packet` only).
+    /// MAC address of that interface (`packet` and `xdp` only).
     pub local_mac: Option<String>,
-    /// MAC address of the peer it sends to (`packet` only).
+    /// MAC address of the peer it sends to (`packet` and `xdp` only).
     pub peer_mac: Option<String>,
+    /// How an `xdp` endpoint's frames reach it: where the XDP program runs and whether the
+    /// socket copies (`xdp` only).
+    pub xdp: Option<XdpGranted>,
     /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
     pub notes: Vec<String>,
+}
+
+/// The XDP path an `xdp` endpoint got from the kernel and its driver.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct XdpGranted {
+    /// Where the XDP program runs: `native` (in the driver, before any socket buffer exists)
+    /// or `generic` (after the stack built one: slower, works on every interface).
+    pub attach: String,
+    /// How frames move between the driver and the socket's user memory: `zero-copy` (the
+    /// driver DMAs into it) or `copy` (one copy per frame; veth has only this).
+    pub bind: String,
+    /// The interface's receive queue the socket is bound to.
+    pub queue: u32,
 }
 
 /// Where the client reaches the server's data endpoint.

@@ -5,7 +5,8 @@
 //! Every transport is described by one [`Descriptor`] in its own file, and `registry.rs`
 //! is the table of them (its `//!` says how to add one). Transports: `ip.rs` (tcp, udp; with
 //! `mptcp.rs`, `udplite.rs`), `unix.rs` (stream, dgram, seqpacket), `packet/` (raw Ethernet),
-//! `shm/` (shared-memory rings, no socket). Apis: `api.rs` picks one for a connection;
+//! `shm/` (shared-memory rings, no socket), `mpi/` (MPI, feature `mpi`), `xdp/` (AF_XDP, feature
+//! `xdp`). Apis: `api.rs` picks one for a connection;
 //! `basic.rs`, `mmsg.rs`, `gso.rs`, `zerocopy.rs`, `sendfile.rs`, `splice.rs`, `uring/`. See
 //! docs/transports.md.
 
@@ -32,6 +33,7 @@ pub mod tcpinfo;
 pub mod udplite;
 pub mod unix;
 pub mod uring;
+pub mod xdp;
 pub mod zerocopy;
 
 pub use api::{wrap, Side};

@@ -12,7 +12,7 @@
 //! checks and defaults, the server and the conformance tests read it from the table.
 
 use crate::descriptor::{unsupported, Descriptor, Peer};
-use crate::{ip, mpi, mptcp, packet, shm, udplite, unix};
+use crate::{ip, mpi, mptcp, packet, shm, udplite, unix, xdp};
 use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, TransportFactory};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
@@ -33,6 +33,7 @@ pub static TRANSPORTS: [&Descriptor; Transport::ALL.len()] = [
     &udplite::UDPLITE,
     &shm::SHM,
     &mpi::MPI,
+    &xdp::XDP,
 ];
 
 // Entry `i` describes `Transport::ALL[i]`, whose discriminant is `i`: checked when compiling,

@@ -58,6 +58,10 @@ const AS_ROOT: &[(Transport, &[Api])] = &[(Transport::Packet, &[Api::Basic, Api:
 /// there): listed, never probed here.
 const UNDER_MPIRUN: &[(Transport, &[Api])] = &[(Transport::Mpi, &[Api::Basic])];
 
+/// Those that exist only in a `--features xdp` build, as root, across a link between two
+/// namespaces (tests/xdp.rs runs them on a lab veth pair): listed, never probed here.
+const ACROSS_A_LINK: &[(Transport, &[Api])] = &[(Transport::Xdp, &[Api::Basic])];
+
 fn flatten(list: &[(Transport, &[Api])]) -> Vec<(Transport, Api)> {
     list.iter()
         .flat_map(|&(t, apis)| apis.iter().map(move |&a| (t, a)))
@@ -95,6 +99,7 @@ fn the_required_combinations_are_every_supported_one() {
     let mut want = flatten(UNPRIVILEGED);
     want.extend(flatten(AS_ROOT));
     want.extend(flatten(UNDER_MPIRUN));
+    want.extend(flatten(ACROSS_A_LINK));
     let have: Vec<(Transport, Api)> = Transport::ALL
         .into_iter()
         .flat_map(|t| supported_apis(t).iter().map(move |&a| (t, a)))
