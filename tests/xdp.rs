@@ -202,4 +202,51 @@ mtu = 1500
         assert!(err.contains("1492"), "{err}");
         lab.down().unwrap();
     }
+
+    /// Seed 000's AF_XDP scenario, short: every run measured, xdp beside packet.
+    #[test]
+    #[ignore = "needs root (lab namespaces, BPF): ./run-tests runs it as root"]
+    fn seed_000_xdp_scenario_runs() {
+        let _l = lab_test("seed_000_xdp_scenario_runs");
+        let file =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seeds/000-xdp.toml");
+        let text = std::fs::read_to_string(file).unwrap();
+        let long = r#""--max-point-time", "300ms""#;
+        assert!(text.contains(long), "the scenario's point time changed");
+        let text = text.replace(long, r#""--max-point-time", "60ms", "--trial-time", "5ms""#);
+        let dir = scratch("seed000xdp");
+        let short = dir.join("scenario.toml");
+        std::fs::write(&short, text).unwrap();
+        let out = dir.join("out");
+        let o = run(&[
+            "scenario",
+            "run",
+            short.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for name in [
+            "xdp-small",
+            "packet-small",
+            "packet-mmsg-small",
+            "udp-gso-small",
+            "xdp-pingpong",
+            "packet-pingpong",
+        ] {
+            let p = out.join(format!("{name}.json"));
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            let points = v["points"].as_array().unwrap();
+            assert_eq!(points.len(), 3, "{name}");
+            for p in points {
+                assert!(
+                    p["throughput_mbps"]["mean"].as_f64().unwrap() > 0.0,
+                    "{name}: {p}"
+                );
+            }
+            if name.starts_with("xdp") {
+                assert_eq!(v["granted"]["server"]["xdp"]["attach"], "native", "{name}");
+            }
+        }
+    }
 }

@@ -95,6 +95,34 @@ def seed000(dirs):
             rows.append([name, str(p["size"]), fmt(est(p, "sender_mbps")),
                          fmt(est(p, "receiver_mbps")), fmt(100 * loss.get("ratio", 0), 2) + " %"])
     s += table(["run", "size (B)", "sender Mbit/s", "receiver Mbit/s", "loss"], rows)
+    if "000-xdp" in dirs:
+        s += seed000_xdp(dirs["000-xdp"])
+    return s
+
+
+def seed000_xdp(out):
+    """The last layer stripped: AF_XDP beside AF_PACKET and udp+gso (scenarios/seeds/000-xdp.toml)."""
+    s = "\n### The last layer stripped: AF_XDP (unshaped veth, MTU 1500, client CPU 0, server CPU 1)\n\n"
+    rows = []
+    for name in ["xdp-small", "packet-mmsg-small", "packet-small", "udp-gso-small"]:
+        run = load(out, name)
+        for p in run["points"]:
+            loss = p.get("loss") or {}
+            rx = est(p, "receiver_mbps")
+            pps = None if rx is None else rx * 1e6 / 8 / p["size"]
+            drops = p["server"].get("socket_drops") or 0
+            rows.append([name, str(p["size"]), fmt(pps, 0), fmt(rx),
+                         fmt(100 * loss.get("ratio", 0), 2) + " %", str(drops)])
+    s += table(["run", "size (B)", "receiver frames/s", "receiver Mbit/s", "loss",
+                "receiving socket's drops"], rows)
+    x = load(out, "xdp-small")["granted"]
+    modes = ", ".join(f"{side}: XDP {x[side]['xdp']['attach']}, {x[side]['xdp']['bind']} mode"
+                      for side in ["client", "server"] if x.get(side, {}).get("xdp"))
+    s += f"\nxdp path as granted: {modes}.\n\n"
+    rows = []
+    for a, b in zip(load(out, "xdp-pingpong")["points"], load(out, "packet-pingpong")["points"]):
+        rows.append([str(a["size"]), fmt(half_rtt_us(a), 1), fmt(half_rtt_us(b), 1)])
+    s += table(["size (B)", "xdp RTT/2 p50 (µs)", "packet RTT/2 p50 (µs)"], rows)
     return s
 
 
