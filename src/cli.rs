@@ -290,7 +290,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_check: bool,
 
-    /// SO_BUSY_POLL in microseconds on both ends; `C,S` per side.
+    /// SO_BUSY_POLL in microseconds on both ends (IP transports); with `-t xdp`, how long a
+    /// receive polls its AF_XDP ring before it sleeps. `C,S` per side.
     #[arg(long, value_name = "USEC[,USEC]", value_parser = values::u32s)]
     pub busy_poll: Option<PerSide<u32>>,
 

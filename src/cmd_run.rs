@@ -142,10 +142,13 @@ fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
 /// the sweep then measures the scheduler (RTT/2 ~3× apart on a 2-CPU VM) instead of the
 /// stack — docs/methodology.md has the measurements. Both ends go on the highest allowed
 /// CPU (CPU 0 takes most housekeeping). Streams run both ends at once and stay free, as does
-/// a transport whose ends poll (`shm`). `--cpu free` restores the scheduler's placement.
+/// a transport whose ends poll (`shm`) and a run that asks for `--busy-poll` (a polling end
+/// would take the CPU its peer needs). `--cpu free` restores the scheduler's placement.
 fn default_placement(spec: &mut RunSpec) {
     if !matches!(spec.pattern, Pattern::Pingpong | Pattern::Crr)
         || netsweep_transport::descriptor(spec.transport).polls
+        || spec.client_knobs.busy_poll.is_some()
+        || spec.server_knobs.busy_poll.is_some()
     {
         return;
     }

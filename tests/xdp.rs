@@ -171,13 +171,33 @@ mtu = 1500
             assert!(p["receiver_mbps"]["mean"].as_f64().unwrap() > 0.0, "{p}");
         }
 
-        // Pingpong: round trips through both sockets.
+        // Pingpong: round trips through both sockets, the server's receive polling its ring.
         let mut s = serve_in(&lab, "server", "0.0.0.0", 7210);
         let out = dir.join("pingpong.json");
-        let o = client(&out, &["-t", "xdp", "-p", "pingpong", "--sizes", "1,1492"]);
+        let o = client(
+            &out,
+            &[
+                "-t",
+                "xdp",
+                "-p",
+                "pingpong",
+                "--sizes",
+                "1,1492",
+                "--busy-poll",
+                "0,1000",
+            ],
+        );
         let _ = (s.kill(), s.wait());
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        // The server polled its ring (1 ms before sleeping), the client slept at once.
+        assert_eq!(v["granted"]["server"]["busy_poll"], 1000);
+        assert_eq!(v["granted"]["client"]["busy_poll"], 0);
+        let notes = v["granted"]["server"]["notes"].to_string();
+        assert!(
+            notes.contains("polls its empty ring for up to 1000"),
+            "{notes}"
+        );
         let points = v["points"].as_array().unwrap();
         assert_eq!(points.len(), 2);
         for p in points {
@@ -228,6 +248,7 @@ mtu = 1500
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         for name in [
             "xdp-small",
+            "xdp-busy-small",
             "packet-small",
             "packet-mmsg-small",
             "udp-gso-small",

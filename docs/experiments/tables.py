@@ -104,7 +104,7 @@ def seed000_xdp(out):
     """The last layer stripped: AF_XDP beside AF_PACKET and udp+gso (scenarios/seeds/000-xdp.toml)."""
     s = "\n### The last layer stripped: AF_XDP (unshaped veth, MTU 1500, client CPU 0, server CPU 1)\n\n"
     rows = []
-    for name in ["xdp-small", "packet-mmsg-small", "packet-small", "udp-gso-small"]:
+    for name in ["xdp-small", "xdp-busy-small", "packet-mmsg-small", "packet-small", "udp-gso-small"]:
         run = load(out, name)
         for p in run["points"]:
             loss = p.get("loss") or {}

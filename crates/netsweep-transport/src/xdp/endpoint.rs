@@ -93,8 +93,15 @@ impl Path {
                 self.link.name, self.link.name
             ));
         }
+        if let Some(us) = knobs.busy_poll.filter(|us| *us > 0) {
+            notes.push(format!(
+                "xdp: a receive polls its empty ring for up to {us} µs before it sleeps: the \
+                 receiving side's CPU time includes the polling"
+            ));
+        }
         Ok(GrantedKnobs {
             batch: knobs.batch,
+            busy_poll: knobs.busy_poll,
             buffer_offset: knobs.buffer_offset,
             interface: Some(self.link.name.clone()),
             local_mac: Some(sys::mac_string(&self.link.mac)),
@@ -244,6 +251,8 @@ impl XdpEndpoint {
         granted: GrantedKnobs,
     ) -> Self {
         path.xsk.set_timeout(None);
+        path.xsk
+            .set_busy_poll(granted.busy_poll.map(|us| Duration::from_micros(us.into())));
         let tag = tag_of(want);
         Self {
             tx: header(peer, &path.link.mac, tag, send_kind),

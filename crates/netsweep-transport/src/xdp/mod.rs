@@ -37,7 +37,8 @@ pub static XDP: Descriptor = Descriptor {
     max_message: Some(MessageLimit::same(4096 - 256 - 22)),
     apis: &[Api::Basic],
     patterns: MESSAGES,
-    knobs: &[Knob::Interface],
+    // --busy-poll: how long a receive polls the ring before it sleeps.
+    knobs: &[Knob::Interface, Knob::BusyPoll],
     polls: false,
     probe,
     listen: |s, bind, _| listen(s, bind),

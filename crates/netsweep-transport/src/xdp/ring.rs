@@ -100,6 +100,8 @@ pub(super) struct Xsk {
     done: Vec<u64>,
     fd: RawFd,
     timeout: Option<Duration>,
+    /// How long a receive polls the empty ring before it sleeps (`--busy-poll`).
+    busy: Option<Duration>,
     /// Whether the driver moves frames without a copy.
     pub(super) zero_copy: bool,
 }
@@ -183,6 +185,7 @@ impl Xsk {
             done: Vec::with_capacity(RING as usize),
             fd,
             timeout: None,
+            busy: None,
             zero_copy,
         })
     }
@@ -195,6 +198,29 @@ impl Xsk {
     /// How long a receive waits for a frame (`None`: forever).
     pub(super) fn set_timeout(&mut self, t: Option<Duration>) {
         self.timeout = t;
+    }
+
+    /// How long a receive polls an empty ring before it sleeps in ppoll (`None`: it sleeps at
+    /// once). Polling spares the sender the wake-ups — on a veth its CPU runs the receiver's
+    /// XDP too — at the cost of the receiving CPU.
+    pub(super) fn set_busy_poll(&mut self, busy: Option<Duration>) {
+        self.busy = busy.filter(|d| !d.is_zero());
+    }
+
+    /// Polls the receive ring until a frame is there or `busy` has passed; true if one is.
+    fn poll_ring(&self, busy: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            for _ in 0..64 {
+                if self.rx.available() > 0 {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if start.elapsed() >= busy {
+                return false;
+            }
+        }
     }
 
     /// The kernel's counters for this socket.
@@ -258,6 +284,9 @@ impl Xsk {
                     calls += 1;
                 }
                 return Ok((got, calls));
+            }
+            if self.busy.is_some_and(|b| self.poll_ring(b)) {
+                continue;
             }
             calls += 1;
             if !self.wait(libc::POLLIN, self.timeout)? {
