@@ -2,8 +2,8 @@
 //! [`DATA_TAG`]; the session cookie travels first, tag [`COOKIE_TAG`]. Sends are
 //! MPI_Isend (every [`WINDOW`]th MPI_Issend: it completes only once the receiver matched it,
 //! so a sender never runs more than a window ahead) followed by MPI_Test until done or the
-//! send timeout; receives poll MPI_Improbe until a message or the receive timeout, then
-//! MPI_Mrecv it. Nothing allocates.
+//! send timeout; receives post MPI_Irecv into the caller's buffer and poll MPI_Test until the
+//! message or the receive timeout (then MPI_Cancel). Nothing allocates.
 
 use super::world::WorldInfo;
 use ::mpi::ffi;

@@ -8,8 +8,8 @@
 //! key from rank 1 to rank 0 (no host argument). The data path (`endpoint.rs`) is one message
 //! per `send`/`recv`: MPI_Isend then MPI_Test until done (every 64th message MPI_Issend, so a
 //! sender runs at most a window of 64 messages ahead of its receiver, as osu_bw's window
-//! does), and MPI_Improbe/MPI_Mrecv polled against the receive timeout — every wait is
-//! bounded. The results record the MPI library and what the user forced to carry the bytes
+//! does), and a posted MPI_Irecv polled with MPI_Test against the receive timeout — every
+//! wait is bounded. The results record the MPI library and what the user forced to carry the bytes
 //! (`OMPI_MCA_btl`/`OMPI_MCA_pml`, set by `mpirun --mca`), and whether both ranks share a host.
 
 #[cfg(feature = "mpi")]
