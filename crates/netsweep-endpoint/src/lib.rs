@@ -23,6 +23,13 @@ pub trait Endpoint: Send {
     /// The knobs as the kernel granted them on this endpoint.
     fn granted(&self) -> GrantedKnobs;
 
+    /// Sends from `buf` in one call without waiting for room in the socket
+    /// (`MSG_DONTWAIT`): `WouldBlock` when it has none. The default waits, like
+    /// [`send`](Endpoint::send).
+    fn send_nowait(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf)
+    }
+
     /// Called once per point, outside timed loops, with the largest message and batch the
     /// point will use: an endpoint allocates whatever its api needs here.
     fn prepare(&mut self, _max_size: usize, _batch: usize) -> io::Result<()> {

@@ -143,6 +143,10 @@ impl Endpoint for BasicEndpoint {
         self.send_flags(buf, 0)
     }
     #[inline]
+    fn send_nowait(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send_flags(buf, libc::MSG_DONTWAIT)
+    }
+    #[inline]
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: `buf` is valid for writes of `buf.len()` bytes.
         sys::cvt_size(unsafe { libc::recv(self.fd, buf.as_mut_ptr().cast(), buf.len(), 0) })

@@ -1,7 +1,8 @@
 //! Rate: open-loop requests. The client sends requests on a schedule (`--rate`, constant or
-//! Poisson arrivals from a recorded seed) whatever the replies do, on its own thread, while a
-//! second thread (over a duplicate of the socket, as bidir does) receives the server's
-//! echoes. Each request carries its sequence number and intended send time; latency is the
+//! Poisson arrivals from a recorded seed) whatever the replies do. Over datagrams one thread
+//! sends and reads the server's echoes between sends; over a stream, whose send can block
+//! until the peer reads, a second thread (over a duplicate of the socket, as bidir does)
+//! receives them. Each request carries its sequence number and intended send time; latency is the
 //! reply's arrival − the intended send time, so a stall is charged to every request it
 //! delayed (no coordinated omission). Sender lateness (actual − intended send time) is
 //! measured, and a schedule the sender cannot keep is flagged in the point's notes, never
@@ -21,7 +22,7 @@ use super::{
 };
 use crate::error::NetError;
 use crate::point::{distribution, estimate, Tally};
-use loops::{Bucket, Handoff, Received, RecvPlan, SendPlan, Timeline};
+use loops::{Bucket, Handoff, Received, RecvPlan, Replies, SendPlan, Timeline, Waiting};
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots};
 use netsweep_model::load::{Arrivals, RateFigures, Schedule, TimelineSample};
 use netsweep_model::results::{Distribution, Estimate, Latency, Loss, PointResult, StopReason};
@@ -251,7 +252,6 @@ impl ClientPattern for Client {
             self.arrivals,
             Schedule::trial_seed(self.seed, trial),
         );
-        let handoff = Handoff::default();
         let epoch = Instant::now();
         let send = SendPlan {
             size: self.size,
@@ -272,51 +272,80 @@ impl ClientPattern for Client {
         let (ep, rx_ep) = (&mut self.ep, &mut self.rx_ep);
         let (tx, rx) = (&mut self.tx, &mut self.rx);
         let (hist, lateness) = (&mut self.trial_hist, &mut self.trial_lateness);
-        let (seen, buckets) = (&mut self.seen, &mut self.buckets);
+        let mut replies = Replies::new(
+            &recv,
+            self.datagram,
+            hist,
+            &mut self.seen,
+            &mut self.buckets,
+        );
         let mut tl = Timeline {
             interval_ns,
             sent: &mut self.sent_buckets,
         };
-        let (sent, received) = thread::scope(|s| {
-            let receiving = s.spawn(|| {
-                let mut got = None;
-                let counters = metered(|| {
-                    let r = loops::receiver(
-                        rx_ep.as_mut(),
-                        rx.as_mut(),
-                        &recv,
-                        hist,
-                        seen,
-                        buckets,
-                        &handoff,
-                    );
-                    if r.is_err() {
-                        handoff.fail();
-                    }
-                    let r = r?;
-                    let c = r.counters.clone();
-                    got = Some(r);
-                    Ok(c)
-                });
-                counters.map(|c| (c, got.unwrap_or_default()))
-            });
-            let sent = loops::sender(
-                ep.as_mut(),
+        let mut send_on = |ep: &mut dyn Endpoint, waiting: Waiting<'_, '_>| {
+            loops::sender(
+                ep,
                 tx.as_mut(),
                 &send,
                 &mut sched,
                 lateness,
                 &mut tl,
-                &handoff,
-            );
-            let received = receiving
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("the receiving thread panicked")));
-            (sent, received)
-        });
-        let (sent, (counters, got)) = (sent?, received?);
+                waiting,
+            )
+        };
+        let (sent, got) = match ep.raw_fd().filter(|_| self.datagram) {
+            // Datagrams: one thread sends on the schedule and reads the replies between sends.
+            Some(fd) => {
+                let waiting = Waiting::Read {
+                    replies: &mut replies,
+                    rx: rx.as_mut(),
+                    fd,
+                    timeout_ns: recv.timeout_ns,
+                };
+                let sent = send_on(ep.as_mut(), waiting)?;
+                let n = sent.counters.messages_sent;
+                replies.drain(ep.as_mut(), rx.as_mut(), || Some(n))?;
+                (sent, replies.finish())
+            }
+            // Streams: a second thread reads the replies while the sender may block.
+            None => {
+                let handoff = Handoff::default();
+                let (sent, received) = thread::scope(|s| {
+                    let receiving = s.spawn(|| {
+                        let r = metered(|| {
+                            let r = loops::receiver(
+                                rx_ep.as_mut(),
+                                rx.as_mut(),
+                                &mut replies,
+                                &handoff,
+                            );
+                            if r.is_err() {
+                                handoff.fail();
+                            }
+                            r?;
+                            Ok(SideCounters::default())
+                        });
+                        r.map(|cpu| (cpu, replies.finish()))
+                    });
+                    let sent = send_on(ep.as_mut(), Waiting::Sleep);
+                    match &sent {
+                        Ok(s) => handoff.finish(s.counters.messages_sent),
+                        Err(_) => handoff.fail(),
+                    }
+                    let received = receiving
+                        .join()
+                        .unwrap_or_else(|_| Err(io::Error::other("the receiving thread panicked")));
+                    (sent, received)
+                });
+                let (sent, (cpu, mut got)) = (sent?, received?);
+                got.counters.cpu_user_ns = cpu.cpu_user_ns;
+                got.counters.cpu_sys_ns = cpu.cpu_sys_ns;
+                (sent, got)
+            }
+        };
+        let counters = merge(sent.counters.clone(), got.counters.clone());
         self.last = got;
-        let counters = merge(sent.counters.clone(), counters);
         self.last_sent = sent;
         Ok(counters)
     }

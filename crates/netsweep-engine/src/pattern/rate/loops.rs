@@ -1,8 +1,9 @@
-//! The rate pattern's timed loops: the client's sender (requests on the schedule, each
-//! stamped with its sequence number and intended send time, its lateness recorded), the
-//! client's receiver (latency from the intended send time, exact accounting by sequence
-//! number, the timeline's buckets); the server echoes with pingpong's loop. Everything they write was sized
-//! before the trial: nothing here allocates, logs or locks.
+//! The rate pattern's timed loops: the sender (requests on the schedule, each stamped with
+//! its sequence number and intended send time, its lateness recorded) and the replies'
+//! accounting (latency from the intended send time, exact by sequence number, the
+//! timeline's buckets), run by one thread over datagrams or by a receiving thread of their
+//! own over streams; the server echoes with pingpong's loop. Everything they write was
+//! sized before the trial: nothing here allocates, logs or locks.
 
 use crate::pattern::count_send_error;
 use crate::pattern::dgram::{parse, stamp};
@@ -11,12 +12,16 @@ use netsweep_model::load::{CoarseHistogram, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::SideCounters;
 use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Below this much time to the next send the sender spins instead of sleeping (a sleep
 /// wakes tens of microseconds late).
 const SPIN_NS: u64 = 100_000;
+
+/// How long a sender whose socket has no room waits for it (or a reply) before trying again.
+const FULL_WAIT_NS: u64 = 100_000;
 
 /// What the sender tells the receiver: it is done, after `sent` requests.
 #[derive(Debug, Default)]
@@ -28,7 +33,7 @@ pub(super) struct Handoff {
 }
 
 impl Handoff {
-    fn finish(&self, sent: u64) {
+    pub(super) fn finish(&self, sent: u64) {
         self.sent.store(sent, Ordering::Relaxed);
         self.done.store(true, Ordering::Release);
     }
@@ -91,6 +96,123 @@ fn wait_until(epoch: Instant, due: u64) {
     }
 }
 
+/// How the sender waits for a request's time.
+pub(super) enum Waiting<'r, 'a> {
+    /// Sleeps, then spins: a thread of its own reads the replies (streams, whose send can
+    /// block on flow control until the replies are read).
+    Sleep,
+    /// Reads the replies while waiting, on the same thread (datagrams: a send never waits
+    /// for the peer to read, and one thread leaves the CPU to the schedule instead of
+    /// switching to a receiving thread for every reply).
+    Read {
+        replies: &'r mut Replies<'a>,
+        rx: &'r mut [u8],
+        fd: RawFd,
+        /// Longest wait for the socket to take a request.
+        timeout_ns: u64,
+    },
+}
+
+/// The events of `fd` among `want`, waiting at most `timeout_ns` (0: a look, no wait).
+fn poll_fd(fd: RawFd, want: libc::c_short, timeout_ns: u64) -> io::Result<libc::c_short> {
+    let mut p = libc::pollfd {
+        fd,
+        events: want,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: one valid pollfd and a valid timespec for the call's duration; no signal mask.
+    let n = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
+    match n {
+        n if n >= 0 => Ok(p.revents),
+        _ => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What a readable socket reports (an error or hang-up is read to be reported).
+const READABLE: libc::c_short = libc::POLLIN | libc::POLLERR | libc::POLLHUP;
+
+/// Waits until `due` ns after `epoch` reading replies meanwhile: in ppoll while far from
+/// it, looking without waiting the last stretch, and once more when due, so a sender
+/// behind its schedule still reads a reply per request and keeps up with them.
+fn wait_reading(
+    ep: &mut dyn Endpoint,
+    w: &mut Waiting<'_, '_>,
+    epoch: Instant,
+    due: u64,
+) -> io::Result<()> {
+    let Waiting::Read {
+        replies, rx, fd, ..
+    } = w
+    else {
+        wait_until(epoch, due);
+        return Ok(());
+    };
+    loop {
+        let left = due.saturating_sub(since(epoch));
+        let wait = left.saturating_sub(SPIN_NS);
+        let ev = poll_fd(*fd, libc::POLLIN, wait)?;
+        if ev & READABLE != 0 {
+            replies.read(ep, rx)?;
+        } else if wait == 0 {
+            std::hint::spin_loop();
+        }
+        if left == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Sends one request; when reading replies on this thread, without waiting for room in
+/// the socket: while it has none, reads replies and tries again, up to the timeout (a
+/// peer that stops reading ends the trial instead of blocking it). Returns the calls made.
+fn send_request(
+    ep: &mut dyn Endpoint,
+    w: &mut Waiting<'_, '_>,
+    msg: &[u8],
+    epoch: Instant,
+) -> io::Result<u64> {
+    let Waiting::Read {
+        replies,
+        rx,
+        fd,
+        timeout_ns,
+    } = w
+    else {
+        return send_message(ep, msg);
+    };
+    let mut calls = 0;
+    let mut full_since = None::<u64>;
+    loop {
+        match ep.send_nowait(msg) {
+            Ok(_) => return Ok(calls + 1),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => calls += 1,
+            Err(e) => return Err(e),
+        }
+        let now = since(epoch);
+        if now - *full_since.get_or_insert(now) > *timeout_ns {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the data socket took no request (its send queue stayed full)",
+            ));
+        }
+        if poll_fd(*fd, libc::POLLIN | libc::POLLOUT, FULL_WAIT_NS)? & READABLE != 0 {
+            replies.read(ep, rx)?;
+        }
+    }
+}
+
 /// Checkpoints of the delivered count: the ends of windows from 9/16 to 16/16 of a trial's
 /// schedule.
 pub(super) const CHECKPOINTS: usize = 8;
@@ -125,7 +247,8 @@ pub(super) struct SendPlan {
 
 /// Sends requests on `sched` from `epoch` until `duration_ns`: each is stamped with its
 /// sequence number and intended send time, sent when due (or at once when the sender is
-/// behind: the schedule is never stretched), and its lateness recorded.
+/// behind: the schedule is never stretched), and its lateness recorded; `waiting` says
+/// whether it reads the replies while it waits.
 pub(super) fn sender(
     ep: &mut dyn Endpoint,
     tx: &mut [u8],
@@ -133,7 +256,7 @@ pub(super) fn sender(
     sched: &mut Schedule,
     lateness: &mut LatencyHistogram,
     tl: &mut Timeline<'_>,
-    handoff: &Handoff,
+    mut waiting: Waiting<'_, '_>,
 ) -> io::Result<Sent> {
     let datagram = ep.is_datagram();
     let mut s = Sent::default();
@@ -155,21 +278,18 @@ pub(super) fn sender(
             s.truncated = true;
             break;
         }
-        wait_until(plan.epoch, due);
+        wait_reading(ep, &mut waiting, plan.epoch, due)?;
         lateness.record(since(plan.epoch) - due);
         stamp(&mut tx[..plan.size], plan.cookie, seq, due);
         seq += 1;
-        match send_message(ep, &tx[..plan.size]) {
+        match send_request(ep, &mut waiting, &tx[..plan.size], plan.epoch) {
             Ok(calls) => s.counters.send_calls += calls,
             Err(e) if datagram && count_send_error(&mut s.counters.send_errors, &e) => {
                 s.counters.send_calls += 1;
                 s.refused += 1;
                 continue;
             }
-            Err(e) => {
-                handoff.fail();
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
         s.counters.bytes_sent += plan.size as u64;
         s.counters.messages_sent += 1;
@@ -179,7 +299,6 @@ pub(super) fn sender(
     for d in &mut s.due_by[next_checkpoint..] {
         *d = s.counters.messages_sent;
     }
-    handoff.finish(s.counters.messages_sent);
     Ok(s)
 }
 
@@ -215,99 +334,135 @@ pub(super) struct RecvPlan {
     pub window_ns: u64,
 }
 
-/// Receives the echoes of one trial until every sent request is answered or (datagrams)
-/// the grace period after the last send ran out; a stream receiver waits for every reply
-/// (those after the grace period count as late) up to the timeout. `seen` has a bit per
-/// request the trial may carry; `buckets` one entry per interval. The endpoint's receive
-/// timeout must be short (it is when the sender's progress is checked).
-pub(super) fn receiver(
-    ep: &mut dyn Endpoint,
-    rx: &mut [u8],
-    plan: &RecvPlan,
-    hist: &mut LatencyHistogram,
-    seen: &mut [u64],
-    buckets: &mut [Bucket],
-    handoff: &Handoff,
-) -> io::Result<Received> {
-    let datagram = ep.is_datagram();
-    let size = plan.size;
-    let cap = seen.len() as u64 * 64;
-    let nb = buckets.len();
-    let mut r = Received::default();
-    let mut off = 0usize;
-    let mut deadline: Option<u64> = None;
-    let mut min_latency = u64::MAX;
-    let cps: [u64; CHECKPOINTS] = std::array::from_fn(|j| checkpoint(plan.window_ns, j));
-    let start = Instant::now();
-    loop {
-        if handoff.failed.load(Ordering::Acquire) {
-            break;
+/// The receiving half of a trial, one reply at a time: latency from the intended send
+/// time, exact accounting by sequence number, the timeline's buckets. `seen` has a bit per
+/// request the trial may carry; `buckets` one entry per interval.
+pub(super) struct Replies<'a> {
+    plan: &'a RecvPlan,
+    hist: &'a mut LatencyHistogram,
+    seen: &'a mut [u64],
+    buckets: &'a mut [Bucket],
+    r: Received,
+    datagram: bool,
+    /// Bytes of the current reply read so far (streams).
+    off: usize,
+    min_latency: u64,
+    cps: [u64; CHECKPOINTS],
+    /// When the wait for missing replies ends (set once the sender is done).
+    deadline: Option<u64>,
+    start: Instant,
+}
+
+impl<'a> Replies<'a> {
+    pub(super) fn new(
+        plan: &'a RecvPlan,
+        datagram: bool,
+        hist: &'a mut LatencyHistogram,
+        seen: &'a mut [u64],
+        buckets: &'a mut [Bucket],
+    ) -> Self {
+        Self {
+            plan,
+            hist,
+            seen,
+            buckets,
+            r: Received::default(),
+            datagram,
+            off: 0,
+            min_latency: u64::MAX,
+            cps: std::array::from_fn(|j| checkpoint(plan.window_ns, j)),
+            deadline: None,
+            start: Instant::now(),
         }
-        if let Some(sent) = handoff.sent() {
-            if r.received >= sent {
-                break;
-            }
-            let now = since(plan.epoch);
-            let d = *deadline.get_or_insert(now + plan.grace_ns);
-            if now >= d && (datagram || now >= d + plan.timeout_ns) {
-                if !datagram {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "replies missing on the data connection",
-                    ));
-                }
-                break;
-            }
+    }
+
+    /// Once the sender is done after `sent` requests: `true` when every one is answered or
+    /// (datagrams) the grace period after the last send ran out; a stream waits for every
+    /// reply up to the timeout beyond the grace period, then fails.
+    fn settled(&mut self, sent: u64) -> io::Result<bool> {
+        if self.r.received >= sent {
+            return Ok(true);
         }
-        let got = if datagram {
+        let now = since(self.plan.epoch);
+        let d = *self.deadline.get_or_insert(now + self.plan.grace_ns);
+        if now < d {
+            return Ok(false);
+        }
+        if self.datagram {
+            return Ok(true);
+        }
+        if now >= d + self.plan.timeout_ns {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "replies missing on the data connection",
+            ));
+        }
+        Ok(false)
+    }
+
+    /// One receive call and what it completed: `false` when it timed out or was interrupted.
+    fn read(&mut self, ep: &mut dyn Endpoint, rx: &mut [u8]) -> io::Result<bool> {
+        let size = self.plan.size;
+        let got = if self.datagram {
             ep.recv(rx)
         } else {
-            ep.recv(&mut rx[off..size])
+            ep.recv(&mut rx[self.off..size])
         };
         let n = match got {
-            Ok(0) if !datagram => {
+            Ok(0) if !self.datagram => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "server closed the data connection",
                 ))
             }
             Ok(n) => n,
-            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => return Ok(false),
             Err(e) => return Err(e),
         };
-        r.counters.recv_calls += 1;
-        r.counters.bytes_received += n as u64;
-        let len = if datagram {
+        self.r.counters.recv_calls += 1;
+        self.r.counters.bytes_received += n as u64;
+        let len = if self.datagram {
             n
         } else {
-            off += n;
-            if off < size {
-                continue;
+            self.off += n;
+            if self.off < size {
+                return Ok(true);
             }
-            off = 0;
+            self.off = 0;
             size
         };
+        self.reply(&rx[..len]);
+        Ok(true)
+    }
+
+    /// Accounts one whole reply.
+    #[inline]
+    fn reply(&mut self, msg: &[u8]) {
+        let (plan, r) = (self.plan, &mut self.r);
         r.counters.messages_received += 1;
         let now = since(plan.epoch);
-        let Some((cookie, seq, due)) = parse(&rx[..len]) else {
+        let cap = self.seen.len() as u64 * 64;
+        let Some((cookie, seq, due)) = parse(msg) else {
             r.late += 1;
-            continue;
+            return;
         };
-        if cookie != plan.cookie || seq >= cap || len != size {
+        if cookie != plan.cookie || seq >= cap || msg.len() != plan.size {
             // An echo of an earlier trial, counted lost there.
             r.late += 1;
-            continue;
+            return;
         }
         let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-        if seen[w] & bit != 0 {
+        if self.seen[w] & bit != 0 {
             r.duplicates += 1;
-            continue;
+            return;
         }
-        seen[w] |= bit;
+        self.seen[w] |= bit;
         r.received += 1;
         let latency = now.saturating_sub(due);
-        min_latency = min_latency.min(latency);
-        if let Some(j) = cps
+        self.min_latency = self.min_latency.min(latency);
+        let min_latency = self.min_latency;
+        if let Some(j) = self
+            .cps
             .iter()
             .position(|&c| now <= c.saturating_add(min_latency))
         {
@@ -315,14 +470,59 @@ pub(super) fn receiver(
         }
         if latency > plan.grace_ns {
             r.late += 1;
-            continue;
+            return;
         }
-        hist.record(latency);
-        let b = &mut buckets[bucket(due, plan.interval_ns, nb)];
+        self.hist.record(latency);
+        let nb = self.buckets.len();
+        let b = &mut self.buckets[bucket(due, plan.interval_ns, nb)];
         b.answered += 1;
         b.hist.record(latency);
-        buckets[bucket(now, plan.interval_ns, nb)].arrived += 1;
+        self.buckets[bucket(now, plan.interval_ns, nb)].arrived += 1;
     }
-    r.counters.active_ns = start.elapsed().as_nanos() as u64;
-    Ok(r)
+
+    /// Receives until the sender is done and [`Replies::settled`] (the endpoint's receive
+    /// timeout must be short: it is when the sender's progress is checked).
+    pub(super) fn drain(
+        &mut self,
+        ep: &mut dyn Endpoint,
+        rx: &mut [u8],
+        sent: impl Fn() -> Option<u64>,
+    ) -> io::Result<()> {
+        loop {
+            if let Some(sent) = sent() {
+                if self.settled(sent)? {
+                    return Ok(());
+                }
+            }
+            self.read(ep, rx)?;
+        }
+    }
+
+    /// The trial's receiving figures.
+    pub(super) fn finish(mut self) -> Received {
+        self.r.counters.active_ns = self.start.elapsed().as_nanos() as u64;
+        self.r
+    }
 }
+
+/// The receiving thread of a stream trial: receives the echoes until every sent request is
+/// answered (those after the grace period count as late) or the timeout; stops at once
+/// when the sender failed.
+pub(super) fn receiver(
+    ep: &mut dyn Endpoint,
+    rx: &mut [u8],
+    replies: &mut Replies<'_>,
+    handoff: &Handoff,
+) -> io::Result<()> {
+    replies.drain(ep, rx, || {
+        if handoff.failed.load(Ordering::Acquire) {
+            Some(0)
+        } else {
+            handoff.sent()
+        }
+    })
+}
+
+#[cfg(test)]
+#[path = "loops_tests.rs"]
+mod tests;
