@@ -933,8 +933,8 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
 
     if "g" in args.only:
         w("## g. Open loop: udp 64 B at 100k requests/s (client CPU 0, server CPU 1)\n")
-        w("netsweep `-t udp -p rate --rate 100k --sizes 64 --trial-time 1s --cpu 0,1` (its "
-          "sending and receiving threads both on CPU 0) beside `sockperf ul --mps 100000 -m 64` "
+        w("netsweep `-t udp -p rate --rate 100k --sizes 64 --trial-time 1s --cpu 0,1` (one "
+          "client thread on CPU 0 sends on the schedule and reads the echoes between sends) beside `sockperf ul --mps 100000 -m 64` "
           "(`taskset -c 0`; its server `sockperf sr` on CPU 1), as sockperf runs by default "
           "(its server answers one request in 100) and answering every request as netsweep does "
           "(`--reply-every 1`: the same work). Lateness is actual − intended send time of every "
