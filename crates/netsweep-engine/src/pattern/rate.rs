@@ -1,8 +1,7 @@
 //! Rate: open-loop requests. The client sends requests on a schedule (`--rate`, constant or
-//! Poisson arrivals from a recorded seed) whatever the replies do. Over datagrams one thread
-//! sends and reads the server's echoes between sends; over a stream, whose send can block
-//! until the peer reads, a second thread (over a duplicate of the socket, as bidir does)
-//! receives them. Each request carries its sequence number and intended send time; latency is the
+//! Poisson arrivals from a recorded seed) whatever the replies do, and reads the server's
+//! echoes between sends on the same thread (a receiving thread woken for every echo would
+//! take the sender's CPU when the schedule needs it). Each request carries its sequence number and intended send time; latency is the
 //! reply's arrival − the intended send time, so a stall is charged to every request it
 //! delayed (no coordinated omission). Sender lateness (actual − intended send time) is
 //! measured, and a schedule the sender cannot keep is flagged in the point's notes, never
@@ -13,7 +12,7 @@
 
 mod loops;
 
-use super::bidir::{merge, metered};
+use super::bidir::merge;
 use super::dgram::trial_cookie;
 use super::pingpong::server_trial;
 use super::{
@@ -22,7 +21,7 @@ use super::{
 };
 use crate::error::NetError;
 use crate::point::{distribution, estimate, Tally};
-use loops::{Bucket, Handoff, Received, RecvPlan, Replies, SendPlan, Timeline, Waiting};
+use loops::{Bucket, Reading, Received, RecvPlan, Replies, SendPlan, Timeline};
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots};
 use netsweep_model::load::{Arrivals, RateFigures, Schedule, TimelineSample};
 use netsweep_model::results::{Distribution, Estimate, Latency, Loss, PointResult, StopReason};
@@ -30,7 +29,6 @@ use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// Rate's entry points.
@@ -45,17 +43,16 @@ pub const REGISTRATION: Registration = Registration {
 /// histogram); a datagram receiver waits this long after the last send for missing replies.
 pub const GRACE: Duration = Duration::from_millis(500);
 
-/// The client receiver's receive timeout: how often it checks the sender's progress.
+/// The client's receive timeout after the last send: how often it checks the deadline.
 const RX_SLICE: Duration = Duration::from_millis(5);
 
 /// The sender missed its schedule when its median lateness exceeds this fraction of the
 /// mean gap between requests.
 pub const MISSED_FRACTION: f64 = 0.10;
 
-/// The client's side: the session's endpoint sends, its duplicate receives.
+/// The client's side: the session's endpoint sends and receives.
 struct Client {
     ep: Box<dyn Endpoint>,
-    rx_ep: Box<dyn Endpoint>,
     datagram: bool,
     cookie: u64,
     timeout: Duration,
@@ -97,13 +94,9 @@ struct Client {
 impl Client {
     fn open(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
         let ep = o.connect()?;
-        let rx_ep = ep
-            .try_clone()
-            .map_err(|e| NetError::io("duplicating the data socket for the rate pattern", e))?;
         Ok(Box::new(Self {
             datagram: ep.is_datagram(),
             ep,
-            rx_ep,
             cookie: o.cookie,
             timeout: o.timeout,
             size: 0,
@@ -220,9 +213,7 @@ impl ClientPattern for Client {
         let prepare = |e| NetError::io("preparing the data endpoint", e);
         self.ep.prepare(self.size, 1).map_err(prepare)?;
         // The socket's receive timeout, shared by both descriptors (only the duplicate receives).
-        self.rx_ep
-            .set_recv_timeout(Some(RX_SLICE))
-            .map_err(prepare)?;
+        self.ep.set_recv_timeout(Some(RX_SLICE)).map_err(prepare)?;
         // Sleeps of the sender wake on time (the default timer slack is 50 µs).
         // SAFETY: prctl with an integer argument changes only this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
@@ -269,13 +260,17 @@ impl ClientPattern for Client {
             interval_ns,
             window_ns: duration_ns,
         };
-        let (ep, rx_ep) = (&mut self.ep, &mut self.rx_ep);
-        let (tx, rx) = (&mut self.tx, &mut self.rx);
-        let (hist, lateness) = (&mut self.trial_hist, &mut self.trial_lateness);
+        let fd = self.ep.raw_fd().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the rate pattern needs a socket it can poll (--api basic)",
+            )
+        })?;
+        let (ep, tx, rx) = (&mut self.ep, &mut self.tx, &mut self.rx);
         let mut replies = Replies::new(
             &recv,
             self.datagram,
-            hist,
+            &mut self.trial_hist,
             &mut self.seen,
             &mut self.buckets,
         );
@@ -283,67 +278,24 @@ impl ClientPattern for Client {
             interval_ns,
             sent: &mut self.sent_buckets,
         };
-        let mut send_on = |ep: &mut dyn Endpoint, waiting: Waiting<'_, '_>| {
-            loops::sender(
-                ep,
-                tx.as_mut(),
-                &send,
-                &mut sched,
-                lateness,
-                &mut tl,
-                waiting,
-            )
+        // One thread sends on the schedule and reads the replies between sends.
+        let reading = Reading {
+            replies: &mut replies,
+            rx: rx.as_mut(),
+            fd,
+            timeout_ns: recv.timeout_ns,
         };
-        let (sent, got) = match ep.raw_fd().filter(|_| self.datagram) {
-            // Datagrams: one thread sends on the schedule and reads the replies between sends.
-            Some(fd) => {
-                let waiting = Waiting::Read {
-                    replies: &mut replies,
-                    rx: rx.as_mut(),
-                    fd,
-                    timeout_ns: recv.timeout_ns,
-                };
-                let sent = send_on(ep.as_mut(), waiting)?;
-                let n = sent.counters.messages_sent;
-                replies.drain(ep.as_mut(), rx.as_mut(), || Some(n))?;
-                (sent, replies.finish())
-            }
-            // Streams: a second thread reads the replies while the sender may block.
-            None => {
-                let handoff = Handoff::default();
-                let (sent, received) = thread::scope(|s| {
-                    let receiving = s.spawn(|| {
-                        let r = metered(|| {
-                            let r = loops::receiver(
-                                rx_ep.as_mut(),
-                                rx.as_mut(),
-                                &mut replies,
-                                &handoff,
-                            );
-                            if r.is_err() {
-                                handoff.fail();
-                            }
-                            r?;
-                            Ok(SideCounters::default())
-                        });
-                        r.map(|cpu| (cpu, replies.finish()))
-                    });
-                    let sent = send_on(ep.as_mut(), Waiting::Sleep);
-                    match &sent {
-                        Ok(s) => handoff.finish(s.counters.messages_sent),
-                        Err(_) => handoff.fail(),
-                    }
-                    let received = receiving
-                        .join()
-                        .unwrap_or_else(|_| Err(io::Error::other("the receiving thread panicked")));
-                    (sent, received)
-                });
-                let (sent, (cpu, mut got)) = (sent?, received?);
-                got.counters.cpu_user_ns = cpu.cpu_user_ns;
-                got.counters.cpu_sys_ns = cpu.cpu_sys_ns;
-                (sent, got)
-            }
-        };
+        let sent = loops::sender(
+            ep.as_mut(),
+            tx.as_mut(),
+            &send,
+            &mut sched,
+            &mut self.trial_lateness,
+            &mut tl,
+            reading,
+        )?;
+        replies.drain(ep.as_mut(), rx.as_mut(), sent.counters.messages_sent)?;
+        let got = replies.finish();
         let counters = merge(sent.counters.clone(), got.counters.clone());
         self.last = got;
         self.last_sent = sent;

@@ -1,56 +1,26 @@
-//! The rate pattern's timed loops: the sender (requests on the schedule, each stamped with
-//! its sequence number and intended send time, its lateness recorded) and the replies'
-//! accounting (latency from the intended send time, exact by sequence number, the
-//! timeline's buckets), run by one thread over datagrams or by a receiving thread of their
-//! own over streams; the server echoes with pingpong's loop. Everything they write was
-//! sized before the trial: nothing here allocates, logs or locks.
+//! The rate pattern's timed loop, one thread per trial: the sender (requests on the
+//! schedule, each stamped with its sequence number and intended send time, its lateness
+//! recorded) reads the replies while it waits and while its socket has no room, and
+//! [`Replies`] accounts them (latency from the intended send time, exact by sequence number,
+//! the timeline's buckets); the server echoes with pingpong's loop. Everything they write
+//! was sized before the trial: nothing here allocates, logs or locks.
 
 use crate::pattern::count_send_error;
 use crate::pattern::dgram::{parse, stamp};
-use netsweep_endpoint::{is_timeout, send_message, Endpoint};
+use netsweep_endpoint::{is_timeout, Endpoint};
 use netsweep_model::load::{CoarseHistogram, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::SideCounters;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Below this much time to the next send the sender spins instead of sleeping (a sleep
-/// wakes tens of microseconds late).
+/// Below this much time to the next send the sender looks for replies without waiting
+/// instead of sleeping in ppoll (a sleep wakes tens of microseconds late).
 const SPIN_NS: u64 = 100_000;
 
 /// How long a sender whose socket has no room waits for it (or a reply) before trying again.
 const FULL_WAIT_NS: u64 = 100_000;
-
-/// What the sender tells the receiver: it is done, after `sent` requests.
-#[derive(Debug, Default)]
-pub(super) struct Handoff {
-    done: AtomicBool,
-    sent: AtomicU64,
-    /// The sender failed: the receiver stops at once.
-    failed: AtomicBool,
-}
-
-impl Handoff {
-    pub(super) fn finish(&self, sent: u64) {
-        self.sent.store(sent, Ordering::Relaxed);
-        self.done.store(true, Ordering::Release);
-    }
-
-    /// Marks the sender's failure (the receiver stops).
-    pub(super) fn fail(&self) {
-        self.failed.store(true, Ordering::Release);
-    }
-
-    /// `Some(sent)` once the sender is done.
-    #[inline]
-    fn sent(&self) -> Option<u64> {
-        self.done
-            .load(Ordering::Acquire)
-            .then(|| self.sent.load(Ordering::Relaxed))
-    }
-}
 
 /// One interval's receiver figures, by the intended send time of its requests (answered,
 /// latency) and by arrival (arrived).
@@ -79,38 +49,13 @@ fn since(epoch: Instant) -> u64 {
     epoch.elapsed().as_nanos() as u64
 }
 
-/// Waits until `due` ns after `epoch`: sleeps while far from it, spins the last stretch.
-#[inline]
-fn wait_until(epoch: Instant, due: u64) {
-    loop {
-        let now = since(epoch);
-        if now >= due {
-            return;
-        }
-        let left = due - now;
-        if left > SPIN_NS {
-            std::thread::sleep(Duration::from_nanos(left - SPIN_NS));
-        } else {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// How the sender waits for a request's time.
-pub(super) enum Waiting<'r, 'a> {
-    /// Sleeps, then spins: a thread of its own reads the replies (streams, whose send can
-    /// block on flow control until the replies are read).
-    Sleep,
-    /// Reads the replies while waiting, on the same thread (datagrams: a send never waits
-    /// for the peer to read, and one thread leaves the CPU to the schedule instead of
-    /// switching to a receiving thread for every reply).
-    Read {
-        replies: &'r mut Replies<'a>,
-        rx: &'r mut [u8],
-        fd: RawFd,
-        /// Longest wait for the socket to take a request.
-        timeout_ns: u64,
-    },
+/// The replies' side of the sender's thread: it reads them from `fd` while it waits.
+pub(super) struct Reading<'r, 'a> {
+    pub replies: &'r mut Replies<'a>,
+    pub rx: &'r mut [u8],
+    pub fd: RawFd,
+    /// Longest wait for the socket to take (more of) a request.
+    pub timeout_ns: u64,
 }
 
 /// The events of `fd` among `want`, waiting at most `timeout_ns` (0: a look, no wait).
@@ -126,16 +71,14 @@ fn poll_fd(fd: RawFd, want: libc::c_short, timeout_ns: u64) -> io::Result<libc::
     };
     // SAFETY: one valid pollfd and a valid timespec for the call's duration; no signal mask.
     let n = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-    match n {
-        n if n >= 0 => Ok(p.revents),
-        _ => {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                Ok(0)
-            } else {
-                Err(e)
-            }
-        }
+    if n >= 0 {
+        return Ok(p.revents);
+    }
+    let e = io::Error::last_os_error();
+    if e.kind() == io::ErrorKind::Interrupted {
+        Ok(0)
+    } else {
+        Err(e)
     }
 }
 
@@ -147,23 +90,16 @@ const READABLE: libc::c_short = libc::POLLIN | libc::POLLERR | libc::POLLHUP;
 /// behind its schedule still reads a reply per request and keeps up with them.
 fn wait_reading(
     ep: &mut dyn Endpoint,
-    w: &mut Waiting<'_, '_>,
+    r: &mut Reading<'_, '_>,
     epoch: Instant,
     due: u64,
 ) -> io::Result<()> {
-    let Waiting::Read {
-        replies, rx, fd, ..
-    } = w
-    else {
-        wait_until(epoch, due);
-        return Ok(());
-    };
     loop {
         let left = due.saturating_sub(since(epoch));
         let wait = left.saturating_sub(SPIN_NS);
-        let ev = poll_fd(*fd, libc::POLLIN, wait)?;
+        let ev = poll_fd(r.fd, libc::POLLIN, wait)?;
         if ev & READABLE != 0 {
-            replies.read(ep, rx)?;
+            r.replies.read(ep, r.rx)?;
         } else if wait == 0 {
             std::hint::spin_loop();
         }
@@ -173,42 +109,42 @@ fn wait_reading(
     }
 }
 
-/// Sends one request; when reading replies on this thread, without waiting for room in
-/// the socket: while it has none, reads replies and tries again, up to the timeout (a
-/// peer that stops reading ends the trial instead of blocking it). Returns the calls made.
+/// Sends one request without waiting for room in the socket (`MSG_DONTWAIT`): while it has
+/// none — a datagram socket's queue, or a stream's window with part of the request out —
+/// reads replies and tries again, up to the timeout without progress (a peer that stops
+/// reading ends the trial instead of blocking it). Returns the calls made.
 fn send_request(
     ep: &mut dyn Endpoint,
-    w: &mut Waiting<'_, '_>,
+    r: &mut Reading<'_, '_>,
     msg: &[u8],
     epoch: Instant,
 ) -> io::Result<u64> {
-    let Waiting::Read {
-        replies,
-        rx,
-        fd,
-        timeout_ns,
-    } = w
-    else {
-        return send_message(ep, msg);
-    };
     let mut calls = 0;
-    let mut full_since = None::<u64>;
+    let mut off = 0;
+    let mut stuck_since = None::<u64>;
     loop {
-        match ep.send_nowait(msg) {
-            Ok(_) => return Ok(calls + 1),
+        match ep.send_nowait(&msg[off..]) {
+            Ok(n) => {
+                calls += 1;
+                off += n;
+                if off >= msg.len() {
+                    return Ok(calls);
+                }
+                stuck_since = None;
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => calls += 1,
             Err(e) => return Err(e),
         }
         let now = since(epoch);
-        if now - *full_since.get_or_insert(now) > *timeout_ns {
+        if now - *stuck_since.get_or_insert(now) > r.timeout_ns {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "the data socket took no request (its send queue stayed full)",
             ));
         }
-        if poll_fd(*fd, libc::POLLIN | libc::POLLOUT, FULL_WAIT_NS)? & READABLE != 0 {
-            replies.read(ep, rx)?;
+        if poll_fd(r.fd, libc::POLLIN | libc::POLLOUT, FULL_WAIT_NS)? & READABLE != 0 {
+            r.replies.read(ep, r.rx)?;
         }
     }
 }
@@ -247,8 +183,8 @@ pub(super) struct SendPlan {
 
 /// Sends requests on `sched` from `epoch` until `duration_ns`: each is stamped with its
 /// sequence number and intended send time, sent when due (or at once when the sender is
-/// behind: the schedule is never stretched), and its lateness recorded; `waiting` says
-/// whether it reads the replies while it waits.
+/// behind: the schedule is never stretched), and its lateness recorded; it reads the
+/// replies meanwhile (`reading`).
 pub(super) fn sender(
     ep: &mut dyn Endpoint,
     tx: &mut [u8],
@@ -256,7 +192,7 @@ pub(super) fn sender(
     sched: &mut Schedule,
     lateness: &mut LatencyHistogram,
     tl: &mut Timeline<'_>,
-    mut waiting: Waiting<'_, '_>,
+    mut reading: Reading<'_, '_>,
 ) -> io::Result<Sent> {
     let datagram = ep.is_datagram();
     let mut s = Sent::default();
@@ -278,11 +214,11 @@ pub(super) fn sender(
             s.truncated = true;
             break;
         }
-        wait_reading(ep, &mut waiting, plan.epoch, due)?;
+        wait_reading(ep, &mut reading, plan.epoch, due)?;
         lateness.record(since(plan.epoch) - due);
         stamp(&mut tx[..plan.size], plan.cookie, seq, due);
         seq += 1;
-        match send_request(ep, &mut waiting, &tx[..plan.size], plan.epoch) {
+        match send_request(ep, &mut reading, &tx[..plan.size], plan.epoch) {
             Ok(calls) => s.counters.send_calls += calls,
             Err(e) if datagram && count_send_error(&mut s.counters.send_errors, &e) => {
                 s.counters.send_calls += 1;
@@ -480,22 +416,18 @@ impl<'a> Replies<'a> {
         self.buckets[bucket(now, plan.interval_ns, nb)].arrived += 1;
     }
 
-    /// Receives until the sender is done and [`Replies::settled`] (the endpoint's receive
-    /// timeout must be short: it is when the sender's progress is checked).
+    /// After the sender's `sent` requests: receives until [`Replies::settled`] (the
+    /// endpoint's receive timeout must be short: it is when the deadline is checked).
     pub(super) fn drain(
         &mut self,
         ep: &mut dyn Endpoint,
         rx: &mut [u8],
-        sent: impl Fn() -> Option<u64>,
+        sent: u64,
     ) -> io::Result<()> {
-        loop {
-            if let Some(sent) = sent() {
-                if self.settled(sent)? {
-                    return Ok(());
-                }
-            }
+        while !self.settled(sent)? {
             self.read(ep, rx)?;
         }
+        Ok(())
     }
 
     /// The trial's receiving figures.
@@ -503,24 +435,6 @@ impl<'a> Replies<'a> {
         self.r.counters.active_ns = self.start.elapsed().as_nanos() as u64;
         self.r
     }
-}
-
-/// The receiving thread of a stream trial: receives the echoes until every sent request is
-/// answered (those after the grace period count as late) or the timeout; stops at once
-/// when the sender failed.
-pub(super) fn receiver(
-    ep: &mut dyn Endpoint,
-    rx: &mut [u8],
-    replies: &mut Replies<'_>,
-    handoff: &Handoff,
-) -> io::Result<()> {
-    replies.drain(ep, rx, || {
-        if handoff.failed.load(Ordering::Acquire) {
-            Some(0)
-        } else {
-            handoff.sent()
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,25 +1,42 @@
-//! Tests of the rate loops over a real socketpair: one thread sends on the schedule and
-//! reads every reply, and a peer that stops reading ends the trial with an error instead of
-//! a hang.
+//! Tests of the rate loop over real socketpairs (datagram and stream): one thread sends on
+//! the schedule and reads every reply, and a peer that stops reading ends the trial with an
+//! error instead of a hang.
 
 use super::*;
 use netsweep_model::load::Arrivals;
 use netsweep_proto::messages::GrantedKnobs;
+use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixDatagram;
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::time::Duration;
 
-/// A datagram socket of a socketpair as an endpoint.
-struct Dgram(UnixDatagram);
+/// A socket of a socketpair as an endpoint.
+enum Sock {
+    Dgram(UnixDatagram),
+    Stream(UnixStream),
+}
 
-impl Endpoint for Dgram {
+impl Sock {
+    fn fd(&self) -> RawFd {
+        match self {
+            Sock::Dgram(s) => s.as_raw_fd(),
+            Sock::Stream(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+impl Endpoint for Sock {
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.send(buf)
+        match self {
+            Sock::Dgram(s) => s.send(buf),
+            Sock::Stream(s) => s.write(buf),
+        }
     }
     fn send_nowait(&mut self, buf: &[u8]) -> io::Result<usize> {
         // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
         let n = unsafe {
             libc::send(
-                self.0.as_raw_fd(),
+                self.fd(),
                 buf.as_ptr().cast(),
                 buf.len(),
                 libc::MSG_DONTWAIT,
@@ -32,32 +49,43 @@ impl Endpoint for Dgram {
         }
     }
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.recv(buf)
+        match self {
+            Sock::Dgram(s) => s.recv(buf),
+            Sock::Stream(s) => s.read(buf),
+        }
     }
     fn is_datagram(&self) -> bool {
-        true
+        matches!(self, Sock::Dgram(_))
     }
     fn set_recv_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        self.0.set_read_timeout(t)
+        match self {
+            Sock::Dgram(s) => s.set_read_timeout(t),
+            Sock::Stream(s) => s.set_read_timeout(t),
+        }
     }
     fn granted(&self) -> GrantedKnobs {
         GrantedKnobs::default()
     }
 }
 
-const SIZE: usize = 64;
-
-fn plans(duration_ns: u64, cap: u64) -> (SendPlan, RecvPlan) {
+/// Runs one trial on this thread at `rate` for `duration_ns` with `size`-byte requests.
+fn one_thread_trial(
+    ep: &mut Sock,
+    size: usize,
+    rate: f64,
+    duration_ns: u64,
+) -> (io::Result<Sent>, Received, LatencyHistogram) {
+    let cap = 64 * 64;
     let epoch = Instant::now();
     let send = SendPlan {
-        size: SIZE,
+        size,
         duration_ns,
         cap,
         cookie: 7,
         epoch,
     };
     let recv = RecvPlan {
-        size: SIZE,
+        size,
         cookie: 7,
         epoch,
         grace_ns: 200_000_000,
@@ -65,17 +93,6 @@ fn plans(duration_ns: u64, cap: u64) -> (SendPlan, RecvPlan) {
         interval_ns: u64::MAX,
         window_ns: duration_ns,
     };
-    (send, recv)
-}
-
-/// Runs one datagram trial on this thread at `rate` for `duration_ns`.
-fn one_thread_trial(
-    ep: &mut Dgram,
-    rate: f64,
-    duration_ns: u64,
-) -> (io::Result<Sent>, Received, LatencyHistogram) {
-    let cap = 64 * 64;
-    let (send, recv) = plans(duration_ns, cap);
     let (mut hist, mut lateness) = (LatencyHistogram::new(), LatencyHistogram::new());
     let mut seen = vec![0u64; 64];
     let mut buckets = vec![Bucket::default()];
@@ -85,11 +102,12 @@ fn one_thread_trial(
         sent: &mut sent_buckets,
     };
     let mut sched = Schedule::new(rate, Arrivals::Constant, 1);
-    let (mut tx, mut rx) = (vec![0u8; SIZE], vec![0u8; SIZE + 1]);
+    let (mut tx, mut rx) = (vec![0u8; size], vec![0u8; size + 1]);
     ep.set_recv_timeout(Some(Duration::from_millis(5))).unwrap();
-    let fd = ep.0.as_raw_fd();
-    let mut replies = Replies::new(&recv, true, &mut hist, &mut seen, &mut buckets);
-    let waiting = Waiting::Read {
+    let datagram = ep.is_datagram();
+    let fd = ep.fd();
+    let mut replies = Replies::new(&recv, datagram, &mut hist, &mut seen, &mut buckets);
+    let reading = Reading {
         replies: &mut replies,
         rx: &mut rx,
         fd,
@@ -102,56 +120,100 @@ fn one_thread_trial(
         &mut sched,
         &mut lateness,
         &mut tl,
-        waiting,
+        reading,
     );
     if let Ok(s) = &sent {
-        let n = s.counters.messages_sent;
-        replies.drain(ep, &mut rx, || Some(n)).unwrap();
+        replies
+            .drain(ep, &mut rx, s.counters.messages_sent)
+            .unwrap();
     }
-    let got = replies.finish();
-    (sent, got, lateness)
+    (sent, replies.finish(), lateness)
 }
 
-#[test]
-fn one_thread_sends_on_the_schedule_and_accounts_every_reply() {
-    let (client, server) = UnixDatagram::pair().unwrap();
-    server
-        .set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    let echo = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        let mut n = 0u64;
-        while let Ok(len) = server.recv(&mut buf) {
-            server.send(&buf[..len]).unwrap();
-            n += 1;
+/// Echoes every message (datagram) or every byte (stream) until the client goes quiet.
+fn echo(peer: Sock) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut moved = 0u64;
+        match peer {
+            Sock::Dgram(s) => {
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                while let Ok(n) = s.recv(&mut buf) {
+                    s.send(&buf[..n]).unwrap();
+                    moved += 1;
+                }
+            }
+            Sock::Stream(mut s) => {
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    s.write_all(&buf[..n]).unwrap();
+                    moved += n as u64;
+                }
+            }
         }
-        n
-    });
-    let mut ep = Dgram(client);
-    // 2000 requests/s for 100 ms: 200 requests.
-    let (sent, got, lateness) = one_thread_trial(&mut ep, 2000.0, 100_000_000);
+        moved
+    })
+}
+
+/// 2000 requests/s for 100 ms: 200 requests, each answered, none late or lost.
+fn every_reply_is_accounted(client: Sock, peer: Sock, size: usize, echoed_per_request: u64) {
+    let server = echo(peer);
+    let mut ep = client;
+    let (sent, got, lateness) = one_thread_trial(&mut ep, size, 2000.0, 100_000_000);
     let sent = sent.unwrap();
     drop(ep);
-    let echoed = echo.join().unwrap();
+    let echoed = server.join().unwrap();
     assert_eq!(sent.counters.messages_sent, 200);
-    assert_eq!(echoed, 200);
+    assert_eq!(sent.counters.bytes_sent, 200 * size as u64);
+    assert_eq!(echoed, 200 * echoed_per_request);
     assert_eq!(got.received, 200, "{got:?}");
     assert_eq!((got.late, got.duplicates), (0, 0));
     assert_eq!(got.counters.messages_received, 200);
+    assert_eq!(got.counters.bytes_received, 200 * size as u64);
     assert_eq!(lateness.count(), 200);
     // Every reply arrived within the schedule's window: counted by a checkpoint.
     assert_eq!(got.arrived_at.iter().sum::<u64>(), 200);
 }
 
 #[test]
-fn a_peer_that_stops_reading_ends_the_trial_with_an_error_not_a_hang() {
-    // The peer never reads: its receive queue fills (net.unix.max_dgram_qlen), the socket
-    // stops taking requests, and the sender gives up after the plan's timeout.
-    let (client, _peer) = UnixDatagram::pair().unwrap();
-    let mut ep = Dgram(client);
-    let (sent, got, _) = one_thread_trial(&mut ep, 100_000.0, 2_000_000_000);
+fn one_thread_sends_on_the_schedule_and_accounts_every_datagram_reply() {
+    let (client, peer) = UnixDatagram::pair().unwrap();
+    every_reply_is_accounted(Sock::Dgram(client), Sock::Dgram(peer), 64, 1);
+}
+
+#[test]
+fn one_thread_sends_on_the_schedule_and_accounts_every_stream_reply() {
+    // 100 KiB requests overflow the socket buffers: sends go out in parts while the
+    // replies are read between them.
+    let (client, peer) = UnixStream::pair().unwrap();
+    let size = 100 * 1024;
+    every_reply_is_accounted(Sock::Stream(client), Sock::Stream(peer), size, size as u64);
+}
+
+/// The peer never reads: its queue fills, the socket stops taking requests, and the sender
+/// gives up after the plan's timeout instead of blocking.
+fn a_silent_peer_ends_the_trial(client: Sock, size: usize) {
+    let mut ep = client;
+    let (sent, got, _) = one_thread_trial(&mut ep, size, 100_000.0, 2_000_000_000);
     let err = sent.expect_err("a full queue must end the trial");
     assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
     assert!(err.to_string().contains("took no request"), "{err}");
     assert_eq!(got.received, 0);
+}
+
+#[test]
+fn a_datagram_peer_that_stops_reading_ends_the_trial_with_an_error_not_a_hang() {
+    let (client, _peer) = UnixDatagram::pair().unwrap();
+    a_silent_peer_ends_the_trial(Sock::Dgram(client), 64);
+}
+
+#[test]
+fn a_stream_peer_that_stops_reading_ends_the_trial_with_an_error_not_a_hang() {
+    let (client, _peer) = UnixStream::pair().unwrap();
+    a_silent_peer_ends_the_trial(Sock::Stream(client), 4096);
 }
