@@ -119,8 +119,10 @@ fn dip_band(
     if below * 3 < m * 2 {
         return None;
     }
-    // A chasm's edges are part of it: at least a quarter as deep (in ln) as its median. A
-    // 40% wobble beside a 97% chasm (a disturbance on a shared machine) is not its edge.
+    // A chasm's edges are part of it: at least half as deep (in ln) as its median. A 40%
+    // wobble beside a 97% chasm (a disturbance on a shared machine) is not its edge, nor
+    // is a stretch 3× below a first point that had both ends on one CPU (the unpinned
+    // lab sweeps: a quarter took ten such points into a 96% chasm).
     let depth = -median(&mut resid.clone());
     if -resid[0] < depth * EDGE_DEPTH || -resid[m - 1] < depth * EDGE_DEPTH {
         return None;
@@ -162,4 +164,4 @@ fn dip_band(
 }
 
 /// A dip's first and last points must be at least this fraction of its median ln-depth.
-const EDGE_DEPTH: f64 = 0.25;
+const EDGE_DEPTH: f64 = 0.5;
