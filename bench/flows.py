@@ -5,7 +5,8 @@
     flock /tmp/netsweep-bench.lock python3 bench/flows.py [--runs 3] [--out docs/performance-flows.md]
 
 Needs target/release/netsweep (cargo build --release), target/bench/pingpong (bench/peers
-builds it: gcc -O2 -o target/bench/pingpong bench/c/pingpong.c), iperf3 and iperf (iperf2).
+builds it: gcc -O2 -o target/bench/pingpong bench/c/pingpong.c); installs iperf3 and iperf
+(iperf2) when they are missing (root).
 
 a. TCP stream, 128 KiB messages, P = 2, 4, 8 flows: netsweep -P P (its default threads: one
    per CPU, at most P) against `iperf -P P` (iperf2: a thread per flow) and `iperf3 -P P`
@@ -21,6 +22,7 @@ b. TCP pingpong, 1 byte, 16 flows: netsweep -P 16 --threads 2 (neper tcp_rr styl
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -157,11 +159,26 @@ def med(xs):
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
 
 
+def ensure_peers():
+    """Installs the peers this script runs (Debian packages) when one is missing."""
+    need = [pkg for tool, pkg in (("iperf", "iperf"), ("iperf3", "iperf3"))
+            if not shutil.which(tool)]
+    if not need:
+        return
+    if os.geteuid() != 0:
+        sys.exit(f"bench/flows.py: missing {' '.join(need)}: run as root, or "
+                 f"apt-get install -y {' '.join(need)}")
+    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *need], check=True,
+                   stdout=subprocess.DEVNULL, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance-flows.md"))
     a = ap.parse_args()
+    ensure_peers()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     book = {}
     for r in range(a.runs):
