@@ -141,11 +141,16 @@ mod tests {
     #[test]
     fn thread_cpu_advances_with_work() {
         let a = ThreadCpu::now();
+        // Busy for 50 ms of wall time: a fixed loop count took ~10 ms in a release build,
+        // and getrusage's tick-scaled thread times could still read 0 then.
+        let start = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..20_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            for i in 0..10_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
         }
-        std::hint::black_box(x);
         let d = ThreadCpu::now().since(a);
         assert!(d.user_ns + d.sys_ns > 0);
     }
