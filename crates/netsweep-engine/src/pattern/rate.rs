@@ -11,6 +11,10 @@
 //! `rate/loops.rs`.
 
 mod loops;
+mod point;
+
+pub(crate) use loops::{checkpoint, CHECKPOINTS};
+pub(crate) use point::{delivered, offered_load, rate_point, Measured, Totals};
 
 use super::bidir::merge;
 use super::dgram::trial_cookie;
@@ -20,11 +24,11 @@ use super::{
     ServerPattern, ServerTrial, Sizing, TrialOutcome,
 };
 use crate::error::NetError;
-use crate::point::{distribution, estimate, Tally};
+use crate::point::Tally;
 use loops::{Bucket, Reading, Received, RecvPlan, Replies, SendPlan, Timeline};
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots};
-use netsweep_model::load::{Arrivals, RateFigures, Schedule, TimelineSample};
-use netsweep_model::results::{Distribution, Estimate, Latency, Loss, PointResult, StopReason};
+use netsweep_model::load::{Arrivals, Schedule, TimelineSample};
+use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
@@ -197,15 +201,8 @@ impl ClientPattern for Client {
     }
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
-        let load = spec
-            .load
-            .as_ref()
-            .ok_or_else(|| NetError::Refused("the rate pattern needs --rate or --rates".into()))?;
-        self.rate = match (self.offered, load.rate) {
-            (Some(r), _) => r,
-            (None, Some(r)) => r.per_second(size),
-            (None, None) => return Err(NetError::Refused("no offered load for the point".into())),
-        };
+        let (rate, load) = offered_load(spec, self.offered, size)?;
+        self.rate = rate;
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
         self.size = size as usize;
         self.tx = MessageBuffer::new(self.size, offset);
@@ -334,129 +331,38 @@ impl ClientPattern for Client {
         &mut self,
         spec: &RunSpec,
         timed: &TrialSpec,
-        mut tally: Tally,
+        tally: Tally,
         stop_reason: StopReason,
     ) -> PointResult {
-        let mean_gap_ns = 1e9 / self.rate.max(1e-9);
-        let lateness = distribution(&self.lateness, &[], 1.0);
-        let missed = lateness.count > 0 && lateness.p50 > MISSED_FRACTION * mean_gap_ns;
-        let (sent, received) = (self.sent, self.received);
-        let lost = sent.saturating_sub(received);
-        for note in notes(self, &lateness, missed, mean_gap_ns, lost) {
-            tally.notes.push(note);
-        }
-        let delivered = estimate(&self.delivered);
-        let mbps = |x: f64| x * self.size as f64 * 8.0 / 1e6;
-        let throughput = Estimate {
-            mean: mbps(delivered.mean),
-            ci95: delivered.ci95.map(mbps),
-            max: mbps(delivered.max),
-            trials: delivered.trials,
-        };
-        let moved = tally.client.bytes_sent + tally.client.bytes_received;
-        let mut p = tally.point(
-            spec,
-            timed.size,
-            sent,
-            throughput,
-            stop_reason,
-            (moved, moved),
-        );
-        p.latency = Some(Latency {
-            rtt_ns: distribution(&self.hist, &self.means, 1.0),
-            half_rtt_ns: distribution(&self.hist, &self.means, 0.5),
-        });
-        p.loss = self.datagram.then(|| Loss {
-            sent,
-            received,
-            lost,
-            ratio: Loss::ratio_of(lost, sent),
-            late: self.late,
-            send_errors: p.client.send_errors.total(),
-            ..Default::default()
-        });
-        p.rate = Some(RateFigures {
-            offered_rate: self.rate,
-            delivered_rate: delivered,
+        let totals = Totals {
+            rate: self.rate,
             arrivals: self.arrivals,
-            sent,
-            received,
-            lost,
+            size: self.size,
+            datagram: self.datagram,
+            sent: self.sent,
+            received: self.received,
             late: self.late,
-            lateness_ns: lateness,
-            schedule_missed: missed,
-            timeline: std::mem::take(&mut self.timeline),
-        });
-        p
+            duplicates: self.duplicates,
+            refused: self.refused,
+            truncated: self.truncated,
+        };
+        let measured = Measured {
+            hist: &self.hist,
+            means: &self.means,
+            lateness: &self.lateness,
+            delivered: &self.delivered,
+        };
+        let timeline = std::mem::take(&mut self.timeline);
+        rate_point(
+            &totals,
+            &measured,
+            timeline,
+            spec,
+            timed,
+            tally,
+            stop_reason,
+        )
     }
-}
-
-/// `rate` × the best, over the checkpoints, of answers arrived by one ÷ requests due by it
-/// (`arrived_at[j]`: answers first counted at checkpoint j; `due_by[j]`: requests due by it).
-fn delivered(rate: f64, arrived_at: &[u64], due_by: &[u64]) -> f64 {
-    let mut arrived = 0u64;
-    let mut best = None::<f64>;
-    for (a, &due) in arrived_at.iter().zip(due_by) {
-        arrived += a;
-        if due > 0 {
-            let ratio = arrived as f64 / due as f64;
-            best = Some(best.map_or(ratio, |b| b.max(ratio)));
-        }
-    }
-    rate * best.unwrap_or(0.0)
-}
-
-/// The point's honesty notes: a schedule the sender could not keep, requests lost, late or
-/// not sent.
-fn notes(c: &Client, lateness: &Distribution, missed: bool, gap_ns: f64, lost: u64) -> Vec<String> {
-    let mut out = Vec::new();
-    if missed {
-        out.push(format!(
-            "schedule missed: the sender could not keep the schedule, median lateness {:.1} µs is over {:.0}% of \
-             the {:.1} µs between requests (p99 {:.1} µs), so less than {:.0} msg/s was \
-             offered on time: lower --rate, or pin the client with --cpu",
-            lateness.p50 / 1e3,
-            MISSED_FRACTION * 100.0,
-            gap_ns / 1e3,
-            lateness.p99 / 1e3,
-            c.rate
-        ));
-    }
-    if lost > 0 {
-        out.push(format!(
-            "lost requests: {lost} of {} requests got no reply within {} ms of the last send",
-            c.sent,
-            GRACE.as_millis()
-        ));
-    }
-    if c.late > 0 {
-        out.push(format!(
-            "late replies: {} replies came over {} ms after their intended send time (or after \
-             their trial), counted late, not in the latency figures",
-            c.late,
-            GRACE.as_millis()
-        ));
-    }
-    if c.truncated > 0 {
-        out.push(format!(
-            "schedule truncated: {} trials drew more requests than their storage (1.5× the \
-             mean), the rest of their schedule was not sent",
-            c.truncated
-        ));
-    }
-    if c.refused > 0 {
-        out.push(format!(
-            "refused requests: {} requests were refused by this host's stack (see send_errors)",
-            c.refused
-        ));
-    }
-    if c.duplicates > 0 {
-        out.push(format!(
-            "duplicates: {} duplicate replies were ignored",
-            c.duplicates
-        ));
-    }
-    out
 }
 
 /// The server's side: the accepted endpoint echoes every request.

@@ -151,11 +151,11 @@ fn send_request(
 
 /// Checkpoints of the delivered count: the ends of windows from 9/16 to 16/16 of a trial's
 /// schedule.
-pub(super) const CHECKPOINTS: usize = 8;
+pub(crate) const CHECKPOINTS: usize = 8;
 
 /// Checkpoint `j` of a schedule of `duration_ns`.
 #[inline]
-fn checkpoint(duration_ns: u64, j: usize) -> u64 {
+pub(crate) fn checkpoint(duration_ns: u64, j: usize) -> u64 {
     (duration_ns as u128 * (9 + j) as u128 / 16) as u64
 }
 
