@@ -139,7 +139,8 @@ pub struct RunArgs {
     /// Concurrent flows (iperf3 -P, neper -F): N data connections of the transport, all
     /// started together. stream: each flow sends for the trial time, the point's figure is
     /// the aggregate; pingpong: N request/response flows with one transaction outstanding
-    /// each (neper tcp_rr), latency percentiles over all of them. Per-flow counts, Jain's
+    /// each (neper tcp_rr), latency percentiles over all of them; rate: the offered load
+    /// shared evenly, one schedule per flow (no --interval). Per-flow counts, Jain's
     /// fairness index and the start skew are recorded. tcp, mptcp, unix-stream; --api basic.
     #[arg(short = 'P', long, default_value_t = 1, value_name = "N")]
     pub flows: u32,

@@ -53,6 +53,25 @@ fn flows_of(p: &Value, n: u64, threads: u64) -> &Vec<Value> {
     per
 }
 
+/// A request/response flow's counts: every request the client sent of `size` bytes was
+/// received, answered and its answer received. Returns the requests.
+fn answered_on_both_ends(f: &Value, size: u64) -> u64 {
+    let (c, s) = (&f["client"], &f["server"]);
+    let n = u(&c["messages_sent"]);
+    assert_eq!(
+        (
+            u(&c["messages_received"]),
+            u(&s["messages_received"]),
+            u(&s["messages_sent"])
+        ),
+        (n, n, n),
+        "{f}"
+    );
+    assert_eq!(u(&c["bytes_sent"]), n * size);
+    assert_eq!(c["bytes_sent"], s["bytes_received"]);
+    n
+}
+
 fn stream_counts_match(tag: &str, transport: &str) {
     let v = served(
         tag,
@@ -150,21 +169,9 @@ fn pingpong_flows_answer_every_request_on_every_flow() {
         let per = flows_of(p, 8, 2);
         let mut done = 0;
         for f in per {
-            let (c, s) = (&f["client"], &f["server"]);
-            let n = u(&c["messages_sent"]);
-            assert!(n > 0, "{f}");
             // One request outstanding per flow, all answered before the trial ended.
-            assert_eq!(
-                (
-                    u(&c["messages_received"]),
-                    u(&s["messages_received"]),
-                    u(&s["messages_sent"])
-                ),
-                (n, n, n),
-                "{f}"
-            );
-            assert_eq!(u(&c["bytes_sent"]), n * u(&p["size"]));
-            assert_eq!(c["bytes_sent"], s["bytes_received"]);
+            let n = answered_on_both_ends(f, u(&p["size"]));
+            assert!(n > 0, "{f}");
             done += n;
         }
         // Every transaction's round trip is in the point's one histogram.
@@ -197,15 +204,101 @@ fn a_thousand_flows_on_two_threads_complete_a_point() {
     }
 }
 
+/// Rate with flows over `transport`: 6 flows on 2 threads share 60 000 requests/s (5 ms
+/// trials: 300 requests each).
+fn rate_flows_account_every_request(tag: &str, transport: &str, arrivals: &str) {
+    let v = served(
+        tag,
+        &[
+            "-t",
+            transport,
+            "-p",
+            "rate",
+            "--rate",
+            "60k",
+            "--arrivals",
+            arrivals,
+            "-P",
+            "6",
+            "--threads",
+            "2",
+            "--sizes",
+            "64,8k",
+            "--min-trials",
+            "2",
+            "--max-trials",
+            "3",
+        ],
+    );
+    for p in points(&v) {
+        let r = &p["rate"];
+        let sent = u(&r["sent"]);
+        // A stream loses no request: every one sent was answered, on time or late.
+        assert_eq!((u(&r["received"]), u(&r["lost"])), (sent, 0), "{r}");
+        // 300 requests a trial (constant arrivals exactly; Poisson within its noise), warm-up
+        // and calibration trials apart.
+        let trials = u(&p["trials"]);
+        if arrivals == "constant" {
+            assert_eq!(sent, 300 * trials, "{r}");
+        } else {
+            let expect = 300.0 * trials as f64;
+            assert!((sent as f64 - expect).abs() < 0.15 * expect, "{r}");
+        }
+        let per = flows_of(p, 6, 2);
+        let mut total = 0;
+        for f in per {
+            // Each flow's requests: sent, echoed and answered, the same on both ends.
+            let n = answered_on_both_ends(f, u(&p["size"]));
+            if arrivals == "constant" {
+                // One schedule per flow at a sixth of the load: equal shares.
+                assert_eq!(n, sent / 6, "{f}");
+            }
+            total += n;
+        }
+        assert_eq!(total, sent);
+        assert_eq!(u(&p["client"]["messages_sent"]), sent);
+        // Every answered request's latency and every request's lateness were recorded.
+        let on_time = sent - u(&r["late"]);
+        assert_eq!(u(&p["latency"]["rtt_ns"]["count"]), on_time, "{p}");
+        assert_eq!(u(&r["lateness_ns"]["count"]), sent, "{r}");
+        assert_eq!(p["flows"]["unit"], "requests_per_s");
+        let delivered = r["delivered_rate"]["mean"].as_f64().unwrap();
+        assert_eq!(p["flows"]["aggregate"].as_f64().unwrap(), delivered);
+        assert_eq!(r["offered_rate"].as_f64().unwrap(), 60000.0);
+    }
+}
+
+#[test]
+fn rate_flows_over_tcp_account_every_request_on_every_flow() {
+    rate_flows_account_every_request("flows-rate-tcp", "tcp", "constant");
+}
+
+#[test]
+fn rate_flows_over_unix_stream_with_poisson_arrivals_account_every_request() {
+    rate_flows_account_every_request("flows-rate-unix", "unix-stream", "poisson");
+}
+
 #[test]
 fn what_flows_do_not_support_is_a_usage_error_naming_what_works() {
-    for args in [
-        ["-p", "crr", "-P", "2"],
-        ["-t", "udp", "-P", "2"],
-        ["--api", "zerocopy", "-P", "2"],
-    ] {
+    let cases: [&[&str]; 4] = [
+        &["-p", "crr", "-P", "2"],
+        &["-t", "udp", "-P", "2"],
+        &["--api", "zerocopy", "-P", "2"],
+        // Rate timelines are per single flow.
+        &[
+            "-p",
+            "rate",
+            "--rate",
+            "1k",
+            "--interval",
+            "100ms",
+            "-P",
+            "2",
+        ],
+    ];
+    for args in cases {
         let mut all = vec!["run", "--no-save", "-q", "--sizes", "1k"];
-        all.extend_from_slice(&args);
+        all.extend_from_slice(args);
         let o = run(&all);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");

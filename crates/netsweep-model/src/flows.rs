@@ -18,7 +18,8 @@ pub struct FlowFigures {
     /// Aggregate over all flows: Mbit/s received (stream) or transactions per second
     /// (pingpong), over the point's timed trials.
     pub aggregate: f64,
-    /// What `aggregate` and `per_flow[].figure` count: `mbps` or `transactions_per_s`.
+    /// What `aggregate` and `per_flow[].figure` count: `mbps`, `transactions_per_s` or
+    /// `requests_per_s` (rate: requests answered per second; the aggregate is the delivered rate).
     pub unit: String,
     /// Jain's fairness index of the per-flow figures: (Σx)² / (n·Σx²), 1 when every flow got
     /// the same, 1/n when one flow got everything.
@@ -65,10 +66,16 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
     if spec.flows == 1 {
         return Ok(());
     }
-    const WORKS: &str = "--flows works with -p stream or pingpong, -t tcp, mptcp or \
+    const WORKS: &str = "--flows works with -p stream, pingpong or rate, -t tcp, mptcp or \
                          unix-stream, --api basic, client to server";
-    let what = if !matches!(spec.pattern, Pattern::Stream | Pattern::Pingpong) {
+    let timeline = spec.load.as_ref().is_some_and(|l| l.interval_ns != 0);
+    let what = if !matches!(
+        spec.pattern,
+        Pattern::Stream | Pattern::Pingpong | Pattern::Rate
+    ) {
         format!("the {} pattern", spec.pattern)
+    } else if spec.pattern == Pattern::Rate && timeline {
+        "--interval (rate timelines are per single flow)".to_string()
     } else if !matches!(
         spec.transport,
         Transport::Tcp | Transport::Mptcp | Transport::UnixStream

@@ -306,6 +306,13 @@ impl Schedule {
         }
     }
 
+    /// The same schedule with its first request due at `ns` (a flow's place among flows
+    /// that share an offered load).
+    pub fn starting_at(mut self, ns: f64) -> Self {
+        self.next_ns = ns;
+        self
+    }
+
     /// The seed of trial number `trial` of a run seeded with `seed`.
     pub fn trial_seed(seed: u64, trial: u64) -> u64 {
         SplitMix::new(seed ^ trial.wrapping_mul(0xD6E8_FEB8_6659_FD93)).next_u64()

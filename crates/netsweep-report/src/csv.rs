@@ -17,7 +17,7 @@ const BIDIR: &str = "reverse_sender_mbps,reverse_receiver_mbps,reverse_sent,reve
 const RATE: &str = "offered_rate,delivered_rate,delivered_rate_ci95,rate_sent,rate_received,rate_lost,rate_late,rate_latency_p50_ns,rate_latency_p99_ns,rate_latency_p999_ns,rate_latency_max_ns,lateness_p50_ns,lateness_p99_ns,schedule_missed";
 
 /// The columns a `--flows` run adds after [`HEADER`]'s: the flow count, the aggregate and
-/// its unit (`mbps` or `transactions_per_s`), Jain's fairness index, the lowest and highest
+/// its unit (`mbps`, `transactions_per_s` or `requests_per_s`), Jain's fairness index, the lowest and highest
 /// flow, and each side's start skew across its data threads.
 const FLOWS: &str = "flows,flows_aggregate,flows_unit,fairness,flow_min,flow_max,client_start_skew_ns,server_start_skew_ns";
 

@@ -369,10 +369,10 @@ fn background_lines(p: &PointResult) -> String {
 
 /// A flows point's aggregate, fairness and start skew (the larger side's), for its row.
 fn flow_cells(f: &netsweep_model::flows::FlowFigures) -> String {
-    let agg = if f.unit == "mbps" {
-        format!("{} Mbit/s", units::mbps(f.aggregate))
-    } else {
-        format!("{:.0} txn/s", f.aggregate)
+    let agg = match f.unit.as_str() {
+        "mbps" => format!("{} Mbit/s", units::mbps(f.aggregate)),
+        "requests_per_s" => format!("{:.0} req/s delivered", f.aggregate),
+        _ => format!("{:.0} txn/s", f.aggregate),
     };
     let skew = f.client_start_skew_ns.max(f.server_start_skew_ns) as f64;
     format!(

@@ -93,53 +93,111 @@ struct Client {
 
 /// What a point's timed trials add up to, per flow and per thread.
 #[derive(Default)]
-struct Sums {
-    client: Vec<FlowCounters>,
-    server: Vec<FlowCounters>,
+pub(super) struct Sums {
+    pub(super) client: Vec<FlowCounters>,
+    pub(super) server: Vec<FlowCounters>,
     client_threads: Vec<ThreadCounters>,
     server_threads: Vec<ThreadCounters>,
     client_skew: u64,
     server_skew: u64,
     /// The server's receive spans (stream), ns.
     recv_ns: u64,
-    /// The client's data time (pingpong), ns.
-    active_ns: u64,
+    /// The client's data time (pingpong, rate), ns.
+    pub(super) active_ns: u64,
+}
+
+impl Sums {
+    /// Adds one timed trial's per-flow, per-thread and skew figures of both sides.
+    pub(super) fn add(&mut self, c: &SideCounters, s: &SideCounters) {
+        add_flows(&mut self.client, &c.flows);
+        add_flows(&mut self.server, &s.flows);
+        add_threads(&mut self.client_threads, &c.threads);
+        add_threads(&mut self.server_threads, &s.threads);
+        self.client_skew = self.client_skew.max(c.start_skew_ns.unwrap_or(0));
+        self.server_skew = self.server_skew.max(s.start_skew_ns.unwrap_or(0));
+    }
+
+    /// The point's flows figures: `figure(client, server)` per flow, in `unit`.
+    pub(super) fn figures(
+        self,
+        flows: usize,
+        unit: &str,
+        figure: impl Fn(&FlowCounters, &FlowCounters) -> f64,
+    ) -> FlowFigures {
+        let per_flow: Vec<FlowFigure> = (0..flows)
+            .map(|i| {
+                let client = self.client.get(i).copied().unwrap_or_default();
+                let server = self.server.get(i).copied().unwrap_or_default();
+                FlowFigure {
+                    figure: figure(&client, &server),
+                    client,
+                    server,
+                }
+            })
+            .collect();
+        let mut figures = FlowFigures::new(unit, per_flow);
+        figures.client_start_skew_ns = self.client_skew;
+        figures.server_start_skew_ns = self.server_skew;
+        figures.client_threads = self.client_threads;
+        figures.server_threads = self.server_threads;
+        figures
+    }
+}
+
+/// A client's flows, connected and handed to their data threads.
+pub(super) struct Opened {
+    pub(super) pool: Pool,
+    pub(super) flows: usize,
+    pub(super) granted: GrantedKnobs,
+    /// The memory the flows took, said once on the first point.
+    pub(super) memory_note: Option<String>,
+}
+
+/// Opens the N connections (each presenting its flow number) and spawns the data threads.
+pub(super) fn connect(o: &ClientOpen<'_>) -> Result<Opened, NetError> {
+    let n = o.spec.flows.max(1);
+    ensure_descriptors(n, "client").map_err(NetError::Refused)?;
+    let before = rss_kib();
+    let mut eps: Vec<Box<dyn Endpoint>> = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut ep = o.connect()?;
+        present_index(ep.as_mut(), i)
+            .map_err(|e| NetError::io(format!("opening flow {i} of {n}"), e))?;
+        eps.push(ep);
+    }
+    let granted = eps[0].granted();
+    let threads = thread_count(o.spec.threads, n);
+    let pool = Pool::spawn(eps, threads, o.spec.client_knobs.cpu)
+        .map_err(|m| NetError::Refused(format!("client side: {m}")))?;
+    let memory_note = match (before, rss_kib()) {
+        (Some(a), Some(b)) => Some(format!(
+            "memory: opening {n} flows on {threads} data threads raised the client's \
+             resident memory by {} KiB ({:.1} KiB per flow; the kernel's socket buffers \
+             are not counted in it)",
+            b.saturating_sub(a),
+            b.saturating_sub(a) as f64 / n as f64
+        )),
+        _ => None,
+    };
+    Ok(Opened {
+        pool,
+        flows: n as usize,
+        granted,
+        memory_note,
+    })
 }
 
 impl Client {
     fn open(o: &ClientOpen<'_>, role: Role) -> Result<Box<dyn ClientPattern>, NetError> {
-        let n = o.spec.flows.max(1);
-        ensure_descriptors(n, "client").map_err(NetError::Refused)?;
-        let before = rss_kib();
-        let mut eps: Vec<Box<dyn Endpoint>> = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let mut ep = o.connect()?;
-            present_index(ep.as_mut(), i)
-                .map_err(|e| NetError::io(format!("opening flow {i} of {n}"), e))?;
-            eps.push(ep);
-        }
-        let granted = eps[0].granted();
-        let threads = thread_count(o.spec.threads, n);
-        let pool = Pool::spawn(eps, threads, o.spec.client_knobs.cpu)
-            .map_err(|m| NetError::Refused(format!("client side: {m}")))?;
-        let memory_note = match (before, rss_kib()) {
-            (Some(a), Some(b)) => Some(format!(
-                "memory: opening {n} flows on {threads} data threads raised the client's \
-                 resident memory by {} KiB ({:.1} KiB per flow; the kernel's socket buffers \
-                 are not counted in it)",
-                b.saturating_sub(a),
-                b.saturating_sub(a) as f64 / n as f64
-            )),
-            _ => None,
-        };
+        let c = connect(o)?;
         Ok(Box::new(Self {
             role,
-            pool,
-            flows: n as usize,
-            granted,
+            pool: c.pool,
+            flows: c.flows,
+            granted: c.granted,
             timeout: o.timeout,
             size: 0,
-            memory_note,
+            memory_note: c.memory_note,
             samples: Vec::new(),
             sender: Vec::new(),
             tps: Vec::new(),
@@ -188,6 +246,7 @@ impl ClientPattern for Client {
             duration,
             idle: self.timeout,
             epoch: Instant::now(),
+            rate: Default::default(),
         };
         self.pool.shared.reset();
         self.pool.dispatch(job)?;
@@ -227,13 +286,7 @@ impl ClientPattern for Client {
                 .push(bits_per_ns_to_mbps(s.bytes_received, s.recv_span_ns));
             self.fig.recv_ns += s.recv_span_ns;
         }
-        let f = &mut self.fig;
-        add_flows(&mut f.client, &c.flows);
-        add_flows(&mut f.server, &s.flows);
-        add_threads(&mut f.client_threads, &c.threads);
-        add_threads(&mut f.server_threads, &s.threads);
-        f.client_skew = f.client_skew.max(c.start_skew_ns.unwrap_or(0));
-        f.server_skew = f.server_skew.max(s.start_skew_ns.unwrap_or(0));
+        self.fig.add(c, s);
         Ok(())
     }
 
@@ -276,24 +329,15 @@ impl ClientPattern for Client {
         p.placement = Placement::default();
         p.notes.retain(|n| !n.starts_with("placement varied"));
         let f = std::mem::take(&mut self.fig);
-        let per_flow: Vec<FlowFigure> = (0..self.flows)
-            .map(|i| {
-                let client = f.client.get(i).copied().unwrap_or_default();
-                let server = f.server.get(i).copied().unwrap_or_default();
-                let figure = if rr {
-                    per_second(client.messages_received, f.active_ns)
-                } else {
-                    bits_per_ns_to_mbps(server.bytes_received, f.recv_ns)
-                };
-                FlowFigure {
-                    figure,
-                    client,
-                    server,
-                }
-            })
-            .collect();
-        let mut figures =
-            FlowFigures::new(if rr { "transactions_per_s" } else { "mbps" }, per_flow);
+        let (active_ns, recv_ns) = (f.active_ns, f.recv_ns);
+        let unit = if rr { "transactions_per_s" } else { "mbps" };
+        let mut figures = f.figures(self.flows, unit, |client, server| {
+            if rr {
+                per_second(client.messages_received, active_ns)
+            } else {
+                bits_per_ns_to_mbps(server.bytes_received, recv_ns)
+            }
+        });
         if rr {
             // The aggregate is measured as a whole, per trial, not summed from flow means.
             figures.aggregate = estimate(&self.tps).mean;
@@ -306,17 +350,13 @@ impl ClientPattern for Client {
             p.sender_mbps = Some(estimate(&self.sender));
             p.receiver_mbps = Some(throughput);
         }
-        figures.client_start_skew_ns = f.client_skew;
-        figures.server_start_skew_ns = f.server_skew;
-        figures.client_threads = f.client_threads;
-        figures.server_threads = f.server_threads;
         p.flows = Some(figures);
         p
     }
 }
 
 /// Events per second: `count` over `ns` nanoseconds.
-fn per_second(count: u64, ns: u64) -> f64 {
+pub(super) fn per_second(count: u64, ns: u64) -> f64 {
     if ns == 0 {
         0.0
     } else {

@@ -5,6 +5,7 @@
 
 use super::epoll::{IN, OUT};
 use super::pool::{Job, LoopEnd, Shared, Worker};
+use super::rate::STAMP;
 use std::io;
 use std::time::Instant;
 
@@ -181,13 +182,18 @@ fn push(w: &mut Worker, i: usize, size: usize) -> io::Result<bool> {
     Ok(true)
 }
 
-/// Receives into flow `i`'s current message; returns true once it is complete.
+/// Receives into flow `i`'s current message; returns true once it is complete. Its first
+/// bytes (a rate request's stamp) are kept with the flow: the receive buffer is shared.
 #[inline]
-fn pull(w: &mut Worker, i: usize, size: usize) -> io::Result<bool> {
+pub(super) fn pull(w: &mut Worker, i: usize, size: usize) -> io::Result<bool> {
     let st = &mut w.state[i];
     match w.eps[i].recv(&mut w.rx[st.off..size]) {
         Ok(0) => Err(eof()),
         Ok(m) => {
+            if st.off < STAMP {
+                let end = (st.off + m).min(STAMP);
+                st.hdr[st.off..end].copy_from_slice(&w.rx[st.off..end]);
+            }
             w.recv_calls += 1;
             let f = &mut w.counts[i];
             f.bytes_received += m as u64;
@@ -269,21 +275,30 @@ pub(super) fn rr_client(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<Lo
     })
 }
 
-/// Pingpong, server: answers every complete request with a message of the same size, until
-/// the client has ended the trial and all threads together received every request it sent.
+/// Pingpong, server: answers every complete request with a message of the same size (with
+/// `echo`, one that starts with the request's stamp: rate), until the client has ended the
+/// trial and all threads together received every request it sent.
 pub(super) fn rr_server(
     w: &mut Worker,
     index: usize,
     job: &Job,
     sh: &Shared,
+    echo: bool,
 ) -> io::Result<LoopEnd> {
     let size = job.size;
+    let stamp = size.min(STAMP);
     server_loop(w, index, job, sh, |w, i| {
+        let answer = |w: &mut Worker| {
+            if echo {
+                w.tx[..stamp].copy_from_slice(&w.state[i].hdr[..stamp]);
+            }
+            push(w, i, size)
+        };
         if w.state[i].sending {
-            push(w, i, size)?;
+            answer(w)?;
         } else if pull(w, i, size)? {
             w.state[i].sending = true;
-            push(w, i, size)?;
+            answer(w)?;
             return Ok(1);
         }
         Ok(0)

@@ -1,6 +1,6 @@
 //! `--flows N`: N concurrent data connections of the session's transport, for stream (each
-//! flow sends for the trial time) and pingpong (neper's tcp_rr: one request outstanding per
-//! flow), served on each side by `--threads T` data threads that wait for their flows in
+//! flow sends for the trial time), pingpong (neper's tcp_rr: one request outstanding per
+//! flow) and rate (each flow on its own schedule, `rate`), served on each side by `--threads T` data threads that wait for their flows in
 //! epoll (`pool`, `epoll`, `loops`). The engine's shared point loop drives it like any
 //! pattern: [`registration`] gives the flows variant of a pattern, whose `ClientPattern`
 //! (`client`) and `ServerPattern` (`server`) hand each trial to the threads and fold their
@@ -14,6 +14,8 @@ mod client;
 mod epoll;
 mod loops;
 mod pool;
+mod rate;
+mod rate_client;
 mod server;
 
 use super::Registration;
@@ -34,6 +36,12 @@ const REGISTRY: &[Registration] = &[
         pattern: Pattern::Pingpong,
         client: client::open_rr,
         server: server::open_rr,
+        check_trial: super::any_trial,
+    },
+    Registration {
+        pattern: Pattern::Rate,
+        client: rate_client::open,
+        server: server::open_rate,
         check_trial: super::any_trial,
     },
 ];
@@ -161,9 +169,10 @@ mod tests {
     }
 
     #[test]
-    fn stream_and_pingpong_have_flows_variants() {
+    fn stream_pingpong_and_rate_have_flows_variants() {
         assert!(registration(Pattern::Stream).is_some());
         assert!(registration(Pattern::Pingpong).is_some());
+        assert!(registration(Pattern::Rate).is_some());
         assert!(registration(Pattern::Crr).is_none());
     }
 }

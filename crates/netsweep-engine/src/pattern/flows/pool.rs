@@ -29,6 +29,10 @@ pub(super) enum Role {
     RrClient,
     /// Pingpong, server: answer every request until the client's requests are all answered.
     RrServer,
+    /// Rate, client: every flow sends on its own schedule, replies read as they come.
+    RateClient,
+    /// Rate, server: echo every request (its stamp back) until all are answered.
+    RateServer,
 }
 
 /// One trial as every thread runs it.
@@ -41,6 +45,8 @@ pub(super) struct Job {
     pub(super) idle: Duration,
     /// The moment the side was armed (the receiver's rates count from it).
     pub(super) epoch: Instant,
+    /// Rate, client: the schedules.
+    pub(super) rate: super::rate::RateJob,
 }
 
 /// What the threads share with their coordinator: the end of a server's trial and its
@@ -115,6 +121,8 @@ pub(super) struct FlowState {
     /// Waiting for EPOLLOUT (a send stopped short) rather than EPOLLIN.
     pub(super) want_out: bool,
     pub(super) t0: Instant,
+    /// The stamp of the request being answered (rate server: echoed back).
+    pub(super) hdr: [u8; super::rate::STAMP],
 }
 
 /// A data thread's flows and everything its loops use, allocated outside the timed loops.
@@ -128,6 +136,8 @@ pub(super) struct Worker {
     pub(super) hist: LatencyHistogram,
     pub(super) send_calls: u64,
     pub(super) recv_calls: u64,
+    /// Rate, client: the schedules and the replies' accounting.
+    pub(super) rate: super::rate::RateState,
 }
 
 /// How a thread's loop ended.
@@ -153,8 +163,10 @@ pub(super) struct Report {
     /// Its last receive, ns since the job's epoch (0 without one).
     pub(super) last_recv_ns: u64,
     pub(super) timed_out: bool,
-    /// Round trips (rr clients).
+    /// Round trips (rr clients) or latencies from the intended send time (rate clients).
     pub(super) hist: Option<LatencyHistogram>,
+    /// Rate clients: the schedule's figures.
+    pub(super) rate: Option<super::rate::RateReport>,
 }
 
 struct Handle {
@@ -318,6 +330,7 @@ impl Worker {
                 sending: false,
                 want_out: false,
                 t0: now,
+                hdr: [0; super::rate::STAMP],
             });
         }
         Ok(Self {
@@ -330,12 +343,13 @@ impl Worker {
             hist: LatencyHistogram::new(),
             send_calls: 0,
             recv_calls: 0,
+            rate: super::rate::RateState::default(),
         })
     }
 
     /// Readies one trial outside the timed loop: counts to zero, buffers large enough,
     /// every flow waiting to receive.
-    fn ready(&mut self, job: &Job) -> io::Result<()> {
+    fn ready(&mut self, job: &Job, index: usize, threads: usize) -> io::Result<()> {
         self.counts.fill(FlowCounters::default());
         (self.send_calls, self.recv_calls) = (0, 0);
         let rx = job.size.max(64 * 1024);
@@ -346,6 +360,15 @@ impl Worker {
             self.rx = vec![0; rx];
         }
         self.hist.reset();
+        if job.role == Role::RateClient {
+            let flows = self.eps.len();
+            // This thread's j-th flow is flow `index + threads·j` of the session.
+            self.rate.ready(
+                &job.rate,
+                job.duration,
+                (0..flows).map(|j| index + threads * j),
+            );
+        }
         // A stream sender waits for room to send; every other loop for data to receive.
         let out = job.role == Role::StreamSend;
         for (i, st) in self.state.iter_mut().enumerate() {
@@ -378,7 +401,7 @@ fn serve(
 }
 
 fn trial(w: &mut Worker, index: usize, shared: &Shared, job: &Job) -> io::Result<Report> {
-    let ready = w.ready(job);
+    let ready = w.ready(job, index, shared.progress.len());
     let cpu0 = ThreadCpu::now();
     // Every thread meets here, ready or not, so that none waits for one that failed.
     shared.barrier.wait();
@@ -388,7 +411,9 @@ fn trial(w: &mut Worker, index: usize, shared: &Shared, job: &Job) -> io::Result
         Role::StreamSend => loops::stream_send(w, job, shared),
         Role::StreamRecv => loops::stream_recv(w, index, job, shared),
         Role::RrClient => loops::rr_client(w, job, shared),
-        Role::RrServer => loops::rr_server(w, index, job, shared),
+        Role::RrServer => loops::rr_server(w, index, job, shared, false),
+        Role::RateServer => loops::rr_server(w, index, job, shared, true),
+        Role::RateClient => super::rate::client_loop(w, job, shared),
     }?;
     let cpu = ThreadCpu::now().since(cpu0);
     let since = |t: Instant| t.saturating_duration_since(shared.clock).as_nanos() as u64;
@@ -407,6 +432,7 @@ fn trial(w: &mut Worker, index: usize, shared: &Shared, job: &Job) -> io::Result
             t.saturating_duration_since(job.epoch).as_nanos() as u64
         }),
         timed_out: end.timed_out,
-        hist: (job.role == Role::RrClient).then(|| w.hist.clone()),
+        hist: matches!(job.role, Role::RrClient | Role::RateClient).then(|| w.hist.clone()),
+        rate: (job.role == Role::RateClient).then(|| w.rate.report()),
     })
 }

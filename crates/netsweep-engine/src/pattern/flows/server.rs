@@ -29,6 +29,14 @@ pub(super) fn open_rr(
     Server::open(listener, o, Role::RrServer)
 }
 
+/// Opens the server's side of a rate session with flows (an echo of every request).
+pub(super) fn open_rate(
+    listener: Box<dyn DataListener>,
+    o: &ServerOpen,
+) -> Result<Box<dyn ServerPattern>, String> {
+    Server::open(listener, o, Role::RateServer)
+}
+
 /// The server's flows: its data threads (the flows' sockets with them), the knobs granted on
 /// the first flow, and the listener they came from.
 struct Server {
@@ -102,10 +110,11 @@ impl ServerPattern for Server {
             duration: Duration::from_nanos(t.spec.duration_ns),
             idle: t.idle,
             epoch: t.epoch,
+            rate: Default::default(),
         };
         self.pool.shared.reset();
         self.pool.dispatch(job)?;
-        let rr = self.role == Role::RrServer;
+        let rr = matches!(self.role, Role::RrServer | Role::RateServer);
         let mut relayed = false;
         let wait = job.duration + 2 * t.idle + Duration::from_secs(10);
         // The end of the trial reaches the threads within a millisecond of the control

@@ -1,0 +1,322 @@
+//! Rate (the open loop) over `--flows`: every flow sends on a schedule of its own at the
+//! offered load ÷ the flows — constant arrivals staggered so the flows together are evenly
+//! spaced, Poisson arrivals each from its own seed — and a data thread serves its flows in
+//! epoll: it waits for the earliest request due (in epoll while it is over a millisecond
+//! away, looking without waiting nearer), sends every request due without blocking (a
+//! request cut short resumes when its socket has room), and reads replies as they come,
+//! charging each its latency from its request's intended send time. The server echoes each
+//! request's stamp (`loops::rr_server` with `echo`).
+
+use super::epoll::{IN, OUT};
+use super::loops::pull;
+use super::pool::{Job, LoopEnd, Shared, Worker};
+use crate::pattern::dgram::{parse, stamp};
+use crate::pattern::rate::{checkpoint, CHECKPOINTS};
+use netsweep_model::load::{Arrivals, Schedule};
+use netsweep_model::stats::LatencyHistogram;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// Bytes of a request's stamp (cookie, sequence number, intended send time).
+pub(super) const STAMP: usize = 20;
+
+/// Nearer than this to the next request the thread looks for replies without waiting.
+const SPIN_NS: u64 = 1_100_000;
+
+/// Most replies read from one ready flow before the thread turns to the next.
+const BURST: usize = 16;
+
+/// One trial's schedules, as every thread gets them.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct RateJob {
+    /// Requests per second of each flow.
+    pub(super) per_flow: f64,
+    pub(super) arrivals: Arrivals,
+    /// The trial's seed (each flow's is derived from it and the flow's number).
+    pub(super) seed: u64,
+    /// The trial's cookie, stamped in every request.
+    pub(super) cookie: u32,
+    /// All the session's flows (for the stagger).
+    pub(super) flows: usize,
+    /// A reply later than this after its intended send time is late.
+    pub(super) grace_ns: u64,
+}
+
+/// One flow's schedule and the request it is sending.
+#[derive(Debug, Clone)]
+struct FlowSchedule {
+    sched: Schedule,
+    /// The next request's intended send time, ns after the loop's start.
+    next: u64,
+    seq: u64,
+    /// Schedule over (or its storage full).
+    done: bool,
+    /// A request is partly sent: its sequence number, intended time and bytes out.
+    sending: bool,
+    stamp: (u64, u64),
+    off: usize,
+}
+
+/// What one thread's trial adds up to.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RateReport {
+    pub(super) sent: u64,
+    pub(super) received: u64,
+    pub(super) late: u64,
+    pub(super) duplicates: u64,
+    pub(super) truncated: bool,
+    /// Requests sent that were due before each checkpoint (cumulative).
+    pub(super) due_by: [u64; CHECKPOINTS],
+    /// Answers first counted at each checkpoint (see `rate::loops::Received`).
+    pub(super) arrived_at: [u64; CHECKPOINTS],
+    pub(super) lateness: LatencyHistogram,
+}
+
+/// A thread's schedules and the replies' accounting, sized before each trial.
+#[derive(Debug, Default)]
+pub(super) struct RateState {
+    flows: Vec<FlowSchedule>,
+    /// A bit per request each flow may send, `words` words per flow.
+    seen: Vec<u64>,
+    words: usize,
+    cps: [u64; CHECKPOINTS],
+    due_before: [u64; CHECKPOINTS],
+    min_latency: u64,
+    cookie: u32,
+    grace_ns: u64,
+    duration_ns: u64,
+    r: RateReport,
+}
+
+impl RateState {
+    /// Readies a trial of `duration` for this thread's flows, whose numbers in the session
+    /// are `numbers` (outside the timed loop: it allocates).
+    pub(super) fn ready(
+        &mut self,
+        job: &RateJob,
+        duration: Duration,
+        numbers: impl Iterator<Item = usize>,
+    ) {
+        let duration_ns = duration.as_nanos() as u64;
+        let per_flow = job.per_flow.max(1e-9);
+        // Poisson counts beyond 1.5× the mean plus 64 are vanishingly rare; counted if seen.
+        let cap = (per_flow * duration_ns as f64 / 1e9 * 1.5 + 64.0).ceil() as u64;
+        self.words = cap.div_ceil(64) as usize;
+        let gap = 1e9 / (per_flow * job.flows.max(1) as f64);
+        self.flows.clear();
+        for g in numbers {
+            let mut sched = Schedule::new(
+                per_flow,
+                job.arrivals,
+                Schedule::trial_seed(job.seed, g as u64),
+            );
+            if job.arrivals == Arrivals::Constant {
+                sched = sched.starting_at(g as f64 * gap);
+            }
+            let next = sched.next_due();
+            self.flows.push(FlowSchedule {
+                sched,
+                next,
+                seq: 0,
+                done: next >= duration_ns,
+                sending: false,
+                stamp: (0, 0),
+                off: 0,
+            });
+        }
+        self.seen.clear();
+        self.seen.resize(self.words * self.flows.len(), 0);
+        self.cps = std::array::from_fn(|j| checkpoint(duration_ns, j));
+        self.due_before = [0; CHECKPOINTS];
+        self.min_latency = u64::MAX;
+        self.cookie = job.cookie;
+        self.grace_ns = job.grace_ns;
+        self.duration_ns = duration_ns;
+        let mut lateness = std::mem::take(&mut self.r.lateness);
+        lateness.reset();
+        self.r = RateReport {
+            lateness,
+            ..Default::default()
+        };
+    }
+
+    /// The trial's figures (after the loop).
+    pub(super) fn report(&self) -> RateReport {
+        let mut r = self.r.clone();
+        let mut sum = 0;
+        for (j, d) in self.due_before.iter().enumerate() {
+            sum += d;
+            r.due_by[j] = sum;
+        }
+        r
+    }
+}
+
+#[inline]
+fn since(epoch: Instant) -> u64 {
+    epoch.elapsed().as_nanos() as u64
+}
+
+/// Sends what is left of flow `i`'s request without blocking; once it is all out, counts
+/// it. A send cut short waits for EPOLLOUT as well as replies.
+fn push(w: &mut Worker, i: usize, size: usize) -> io::Result<()> {
+    let cookie = w.rate.cookie;
+    let f = &mut w.rate.flows[i];
+    // The send buffer is shared by the thread's flows: stamp it with this flow's request.
+    stamp(&mut w.tx[..size], cookie, f.stamp.0, f.stamp.1);
+    let st = &mut w.state[i];
+    while f.off < size {
+        match w.eps[i].send(&w.tx[f.off..size]) {
+            Ok(m) => {
+                w.send_calls += 1;
+                w.counts[i].bytes_sent += m as u64;
+                f.off += m;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !st.want_out {
+                    w.epoll.modify(st.fd, i, IN | OUT)?;
+                    st.want_out = true;
+                }
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    f.sending = false;
+    let due = f.stamp.1;
+    w.counts[i].messages_sent += 1;
+    let r = &mut w.rate;
+    r.r.sent += 1;
+    if let Some(j) = r.cps.iter().position(|&c| due < c) {
+        r.due_before[j] += 1;
+    }
+    if st.want_out {
+        w.epoll.modify(st.fd, i, IN)?;
+        st.want_out = false;
+    }
+    Ok(())
+}
+
+/// Starts flow `i`'s next request (due at `f.next`) at `now`.
+fn request(w: &mut Worker, i: usize, size: usize, now: u64) -> io::Result<()> {
+    let cap = w.rate.words as u64 * 64;
+    let f = &mut w.rate.flows[i];
+    if f.seq >= cap {
+        (f.done, w.rate.r.truncated) = (true, true);
+        return Ok(());
+    }
+    w.rate.r.lateness.record(now.saturating_sub(f.next));
+    (f.stamp, f.off, f.sending) = ((f.seq, f.next), 0, true);
+    f.seq += 1;
+    f.next = f.sched.next_due();
+    f.done = f.next >= w.rate.duration_ns;
+    push(w, i, size)
+}
+
+/// Accounts flow `i`'s complete reply (its stamp kept by `pull`) at `now`.
+fn reply(w: &mut Worker, i: usize, size: usize, now: u64) {
+    let r = &mut w.rate;
+    let Some((cookie, seq, due)) = parse(&w.state[i].hdr) else {
+        r.r.late += 1;
+        return;
+    };
+    if cookie != r.cookie || seq >= r.words as u64 * 64 || size < STAMP {
+        // An echo of an earlier trial, counted lost there.
+        r.r.late += 1;
+        return;
+    }
+    let (word, bit) = (i * r.words + (seq / 64) as usize, 1u64 << (seq % 64));
+    if r.seen[word] & bit != 0 {
+        r.r.duplicates += 1;
+        return;
+    }
+    r.seen[word] |= bit;
+    r.r.received += 1;
+    let latency = now.saturating_sub(due);
+    r.min_latency = r.min_latency.min(latency);
+    let min = r.min_latency;
+    if let Some(j) = r.cps.iter().position(|&c| now <= c.saturating_add(min)) {
+        r.r.arrived_at[j] += 1;
+    }
+    if latency > r.grace_ns {
+        r.r.late += 1;
+        return;
+    }
+    w.hist.record(latency);
+}
+
+/// A ready flow: resumes its request if one is cut short, then reads its replies.
+fn ready(w: &mut Worker, i: usize, size: usize, epoch: Instant) -> io::Result<()> {
+    if w.rate.flows[i].sending {
+        push(w, i, size)?;
+    }
+    for _ in 0..BURST {
+        if !pull(w, i, size)? {
+            break;
+        }
+        reply(w, i, size, since(epoch));
+    }
+    Ok(())
+}
+
+/// Rate, client: every flow sends on its schedule for the trial's duration while the replies
+/// are read; then the thread waits for every reply (a stream loses none) up to the idle
+/// limit without progress.
+pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<LoopEnd> {
+    let size = job.size;
+    let epoch = Instant::now();
+    let n = w.eps.len();
+    loop {
+        let mut next = u64::MAX;
+        let mut busy = false;
+        for f in &w.rate.flows {
+            busy |= !f.done || f.sending;
+            if !f.done && !f.sending {
+                next = next.min(f.next);
+            }
+        }
+        if !busy || sh.aborted() {
+            break;
+        }
+        let left = next.saturating_sub(since(epoch));
+        let wait_ms = match left {
+            u64::MAX.. => 10,
+            l if l > SPIN_NS => ((l - SPIN_NS) / 1_000_000 + 1) as i32,
+            _ => 0,
+        };
+        let k = w.epoll.wait(wait_ms)?;
+        for e in 0..k {
+            let i = w.epoll.ready(e);
+            ready(w, i, size, epoch)?;
+        }
+        let now = since(epoch);
+        for i in 0..n {
+            let f = &w.rate.flows[i];
+            if !f.done && !f.sending && f.next <= now {
+                request(w, i, size, now)?;
+            }
+        }
+    }
+    let mut progress = (w.rate.r.received, Instant::now());
+    while w.rate.r.received < w.rate.r.sent && !sh.aborted() {
+        let k = w.epoll.wait(1)?;
+        for e in 0..k {
+            let i = w.epoll.ready(e);
+            ready(w, i, size, epoch)?;
+        }
+        if w.rate.r.received > progress.0 {
+            progress = (w.rate.r.received, Instant::now());
+        } else if progress.1.elapsed() > job.idle {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "replies missing on a flow",
+            ));
+        }
+    }
+    Ok(LoopEnd {
+        end: Instant::now(),
+        last_recv: None,
+        timed_out: false,
+    })
+}
