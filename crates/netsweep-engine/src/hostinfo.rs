@@ -31,6 +31,7 @@ pub fn collect(tool_version: &str) -> HostInfo {
         tool: "netsweep".into(),
         tool_version: tool_version.into(),
         hostname: read_trim("/proc/sys/kernel/hostname"),
+        boot_id: read_trim("/proc/sys/kernel/random/boot_id"),
         kernel: kernel(),
         cpu_model: cpu_model(),
         cpu_count: std::thread::available_parallelism().map_or(0, |n| n.get() as u32),

@@ -22,6 +22,8 @@
 
 mod cliff;
 mod dip;
+#[cfg(test)]
+mod measured;
 mod placement;
 mod refine;
 mod series;

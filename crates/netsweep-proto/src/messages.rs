@@ -476,6 +476,10 @@ pub struct HostInfo {
     pub tool_version: String,
     /// `/proc/sys/kernel/hostname`.
     pub hostname: String,
+    /// `/proc/sys/kernel/random/boot_id`: the same on both ends when they run on one host
+    /// (network namespaces included), so their CPUs are shared; empty when unknown.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
     /// `Linux <osrelease> <version>` from `/proc/sys/kernel`.
     pub kernel: String,
     /// The first `model name` of `/proc/cpuinfo`; empty when there is none.

@@ -1,12 +1,12 @@
-//! When CPU placement may explain a level change: only over loopback, and only up to the factor
-//! placement is measured to make within the run (with a margin).
+//! When CPU placement may explain a level change: only when both ends run on one host (over
+//! loopback, or a veth into another namespace), and only up to the factor placement is
+//! measured to make within the run (with a margin).
 //!
-//! On a small machine both ends of a loopback run share a CPU in some trials and not in
-//! others, and that alone moves small-message throughput 5–10×. Across a real link (a veth
-//! between namespaces, a remote host) the path is what is measured: a slow band makes both ends
-//! sleep, the scheduler then puts them on one CPU, and placement flips *because of* the chasm.
-//! So placement never excuses a drop on such a path, and on loopback it excuses a drop only
-//! when the drop is within the measured same-CPU vs split-CPU factor.
+//! On a small machine both ends of a same-host run share a CPU in some trials and not in
+//! others, and that alone moves small-message throughput 3–10×. A slow band makes both ends
+//! sleep and the scheduler then puts them on one CPU, so placement flips *because of* a
+//! chasm too: placement excuses a drop only within the measured same-CPU vs split-CPU factor
+//! (a chasm is far deeper), and between hosts it excuses nothing.
 
 use super::series::Prepared;
 use super::PlacementClass;
@@ -21,8 +21,11 @@ pub enum PathKind {
     /// Both ends on one host, over loopback (127/8, ::1, one of the client's own addresses,
     /// unix sockets, shared memory, the in-process server): placement may explain a change.
     Loopback,
-    /// Over an interface to another network stack (a veth into another namespace, a remote
-    /// host): a change is the path's.
+    /// Over an interface to a network stack on the same host (a veth into another namespace:
+    /// both ends report the same boot id): the ends share the host's CPUs, so placement may
+    /// explain a change within its measured bound, as over loopback.
+    SameHost,
+    /// Over an interface to another host: a change is the path's.
     Network,
     /// Not recorded (a bare series of points): treated as loopback, the cautious reading.
     Unknown,
@@ -37,8 +40,14 @@ pub fn path_of(run: &RunResult) -> PathKind {
     {
         return PathKind::Loopback;
     }
+    let b = &run.client.boot_id;
+    let same_host = !b.is_empty() && *b == run.server.boot_id;
     let Ok(peer) = run.peer.parse::<SocketAddr>() else {
-        return PathKind::Unknown;
+        return if same_host {
+            PathKind::SameHost
+        } else {
+            PathKind::Unknown
+        };
     };
     let ip = canonical(peer.ip());
     let own = run
@@ -50,6 +59,8 @@ pub fn path_of(run: &RunResult) -> PathKind {
         .any(|a| canonical(a) == ip);
     if ip.is_loopback() || own {
         PathKind::Loopback
+    } else if same_host {
+        PathKind::SameHost
     } else {
         PathKind::Network
     }
@@ -152,6 +163,9 @@ pub(super) fn excuses(
 
 #[cfg(test)]
 mod tests {
+    use super::super::measured::{
+        UDP_BAND_AFTER_A_SHARED_START, UDP_BAND_AMID_PLACEMENT_FLIPS, VETH_BAND,
+    };
     use super::super::{detect_series_on, Anomaly, AnomalyKind, DetectConfig, SeriesPoint};
     use super::*;
 
@@ -187,6 +201,14 @@ mod tests {
             p.ci95 *= factor;
             p.placement = flipping(k);
         }
+    }
+
+    /// The dips and cliffs `found` gives (unstable bands left out).
+    fn levels(s: &[SeriesPoint], path: PathKind) -> Vec<(AnomalyKind, u64, u64)> {
+        found(s, path)
+            .into_iter()
+            .filter(|a| a.0 != AnomalyKind::Unstable)
+            .collect()
     }
 
     fn found(s: &[SeriesPoint], path: PathKind) -> Vec<(AnomalyKind, u64, u64)> {
@@ -336,125 +358,14 @@ mod tests {
         }
     }
 
-    /// Measured: `netsweep run -t tcp -p pingpong --sizes 600..1448:+16 --trial-time 20ms
-    /// --max-point-time 150ms`, unpinned, across a 200 Mbit/s veth whose IP lengths
-    /// 1000..=1300 (TCP payloads 948..1248) go through a 5 Mbit/s htb class. (size, mean
-    /// Mbit/s, ci95, trials, trials on one CPU, trials observed). Before the fix this gave
-    /// an "unstable" band and a cliff at 920..936, and no dip.
-    const VETH_BAND: &[(u64, f64, f64, u32, u32, u32)] = &[
-        (600, 146.90, 108.32, 5, 5, 5),
-        (616, 212.47, 53.04, 5, 5, 5),
-        (632, 235.96, 45.57, 4, 4, 4),
-        (648, 198.03, 70.38, 7, 7, 7),
-        (664, 245.34, 56.61, 7, 7, 7),
-        (680, 309.48, 47.57, 6, 6, 6),
-        (696, 270.50, 104.42, 6, 6, 6),
-        (712, 381.27, 6.23, 3, 3, 3),
-        (728, 382.28, 3.08, 3, 3, 3),
-        (744, 384.42, 7.13, 3, 3, 3),
-        (760, 383.74, 4.10, 4, 4, 4),
-        (776, 378.62, 12.68, 6, 6, 6),
-        (792, 385.18, 6.19, 4, 4, 4),
-        (808, 387.82, 7.73, 3, 3, 3),
-        (824, 385.86, 5.11, 4, 4, 4),
-        (840, 390.47, 2.80, 3, 3, 3),
-        (856, 341.41, 53.49, 6, 6, 6),
-        (872, 383.69, 20.72, 8, 8, 8),
-        (888, 383.80, 19.33, 6, 6, 6),
-        (904, 389.21, 6.09, 3, 3, 3),
-        (920, 384.64, 21.51, 6, 6, 6),
-        (936, 388.16, 5.91, 4, 4, 4),
-        (952, 9.74, 0.98, 2, 2, 2),
-        (968, 9.80, 0.96, 2, 2, 2),
-        (984, 9.73, 0.82, 2, 2, 2),
-        (1000, 9.78, 1.06, 2, 1, 2),
-        (1016, 9.88, 1.91, 2, 2, 2),
-        (1032, 9.87, 1.55, 2, 2, 2),
-        (1048, 9.81, 1.12, 2, 0, 2),
-        (1064, 9.80, 0.78, 2, 1, 2),
-        (1080, 10.33, 7.48, 2, 1, 2),
-        (1096, 9.87, 2.06, 2, 2, 2),
-        (1112, 9.85, 1.16, 2, 1, 2),
-        (1128, 9.85, 1.56, 2, 2, 2),
-        (1144, 9.85, 0.14, 4, 3, 4),
-        (1160, 9.89, 1.80, 3, 2, 3),
-        (1176, 9.67, 8.06, 2, 2, 2),
-        (1192, 9.90, 0.19, 4, 3, 4),
-        (1208, 9.90, 0.74, 2, 2, 2),
-        (1224, 9.95, 0.29, 3, 3, 3),
-        (1240, 9.86, 1.56, 2, 2, 2),
-        (1256, 393.99, 2.41, 3, 3, 3),
-        (1272, 390.55, 6.36, 6, 6, 6),
-        (1288, 392.81, 1.83, 3, 3, 3),
-        (1304, 391.12, 5.83, 4, 4, 4),
-        (1320, 393.87, 4.57, 4, 4, 4),
-        (1336, 393.68, 1.61, 3, 3, 3),
-        (1352, 380.21, 15.76, 6, 6, 6),
-        (1368, 403.28, 5.08, 3, 3, 3),
-        (1384, 371.75, 37.72, 6, 6, 6),
-        (1400, 378.44, 25.38, 6, 5, 6),
-        (1416, 361.74, 53.27, 6, 5, 6),
-        (1432, 397.80, 1.03, 3, 3, 3),
-        (1448, 398.59, 3.57, 3, 3, 3),
-    ];
-
     #[test]
     fn a_measured_veth_chasm_with_placement_flipping_inside_is_one_dip() {
         let s = measured_series(VETH_BAND);
         for path in [PathKind::Network, PathKind::Unknown] {
-            let dips: Vec<_> = found(&s, path)
-                .into_iter()
-                .filter(|a| a.0 != AnomalyKind::Unstable)
-                .collect();
+            let dips: Vec<_> = levels(&s, path);
             assert_eq!(dips, vec![(AnomalyKind::Dip, 952, 1240)], "{path:?}");
         }
     }
-
-    /// Measured (tests/anomaly_lab.rs, `udp-pingpong-unpinned`, 2026-11-23): `-t udp -p
-    /// pingpong --sizes 200..800:+16`, unpinned, across a 1 Gbit/s veth whose IP lengths
-    /// 400..=600 (UDP payloads 372..=572) go through a 5 Mbit/s htb class. The first point
-    /// had both ends on one CPU (6.4 µs RTT/2), the next ten were split (25–31 µs): with
-    /// edges a quarter as deep as the chasm, the dip took those ten in (232..568).
-    const UDP_BAND_AFTER_A_SHARED_START: &[(u64, f64, f64, u32, u32, u32)] = &[
-        (200, 248.67, 4.61, 3, 3, 3),
-        (216, 89.92, 129.65, 3, 2, 3),
-        (232, 68.49, 3.78, 5, 0, 5),
-        (248, 68.38, 5.51, 6, 0, 6),
-        (264, 71.20, 13.34, 5, 0, 5),
-        (280, 80.85, 7.30, 6, 0, 6),
-        (296, 93.12, 5.72, 5, 0, 5),
-        (312, 95.38, 0.89, 3, 0, 3),
-        (328, 94.89, 6.39, 6, 0, 6),
-        (344, 99.52, 18.75, 5, 0, 5),
-        (360, 129.90, 46.84, 6, 0, 6),
-        (376, 9.00, 0.01, 3, 3, 3),
-        (392, 9.03, 0.00, 2, 1, 2),
-        (408, 9.07, 0.00, 2, 0, 2),
-        (424, 9.10, 0.00, 2, 1, 2),
-        (440, 9.13, 0.00, 2, 1, 2),
-        (456, 9.16, 0.00, 2, 0, 2),
-        (472, 9.19, 0.04, 2, 0, 2),
-        (488, 9.21, 0.04, 2, 0, 2),
-        (504, 9.23, 0.00, 2, 0, 2),
-        (520, 9.25, 0.00, 2, 0, 2),
-        (536, 9.27, 0.00, 2, 0, 2),
-        (552, 9.31, 0.13, 2, 1, 2),
-        (568, 9.32, 0.06, 2, 1, 2),
-        (584, 366.04, 780.11, 3, 1, 3),
-        (600, 190.58, 12.21, 5, 0, 5),
-        (616, 189.93, 15.51, 6, 0, 6),
-        (632, 193.43, 18.13, 6, 0, 6),
-        (648, 199.84, 1.08, 3, 0, 3),
-        (664, 206.73, 2.41, 4, 0, 4),
-        (680, 213.49, 4.66, 5, 0, 5),
-        (696, 192.33, 17.41, 5, 0, 5),
-        (712, 206.16, 18.12, 6, 0, 6),
-        (728, 218.16, 19.03, 6, 0, 6),
-        (744, 218.54, 15.68, 5, 0, 5),
-        (760, 238.52, 3.65, 5, 0, 5),
-        (776, 242.87, 6.00, 5, 0, 5),
-        (792, 228.33, 49.11, 3, 0, 3),
-    ];
 
     fn measured_series(rows: &[(u64, f64, f64, u32, u32, u32)]) -> Vec<SeriesPoint> {
         rows.iter()
@@ -475,11 +386,20 @@ mod tests {
     #[test]
     fn a_placement_step_before_a_chasm_is_not_its_edge() {
         let s = measured_series(UDP_BAND_AFTER_A_SHARED_START);
-        let dips: Vec<_> = found(&s, PathKind::Network)
-            .into_iter()
-            .filter(|a| a.0 != AnomalyKind::Unstable)
-            .collect();
+        let dips: Vec<_> = levels(&s, PathKind::Network);
         assert_eq!(dips, vec![(AnomalyKind::Dip, 376, 568)]);
+    }
+
+    #[test]
+    fn on_one_host_placement_flips_beside_a_chasm_are_placement_and_the_chasm_a_dip() {
+        for rows in [UDP_BAND_AMID_PLACEMENT_FLIPS, UDP_BAND_AFTER_A_SHARED_START] {
+            let s = measured_series(rows);
+            let dips: Vec<_> = levels(&s, PathKind::SameHost);
+            assert_eq!(dips, vec![(AnomalyKind::Dip, 376, 568)]);
+        }
+        // Across hosts nothing is excused: the flips are reported beside the band.
+        let s = measured_series(UDP_BAND_AMID_PLACEMENT_FLIPS);
+        assert!(found(&s, PathKind::Network).len() > 1);
     }
 
     fn sample(transport: Transport, peer: &str) -> RunResult {
@@ -512,6 +432,19 @@ mod tests {
             (Transport::Packet, "nsw-0-server", PathKind::Unknown),
         ] {
             assert_eq!(path_of(&sample(t, peer)), want, "{t:?} {peer}");
+        }
+        // Both ends report one boot id: another namespace of the same host.
+        for (t, peer, want) in [
+            (Transport::Tcp, "198.18.1.2:7300", PathKind::SameHost),
+            (Transport::Packet, "nsw-0-server", PathKind::SameHost),
+            (Transport::Tcp, "127.0.0.1:7000", PathKind::Loopback),
+        ] {
+            let mut r = sample(t, peer);
+            r.client.boot_id = "3f0c-boot".into();
+            r.server.boot_id = "3f0c-boot".into();
+            assert_eq!(path_of(&r), want, "{t:?} {peer}");
+            r.server.boot_id = "other-host".into();
+            assert_ne!(path_of(&r), PathKind::SameHost, "{t:?} {peer}");
         }
     }
 }
