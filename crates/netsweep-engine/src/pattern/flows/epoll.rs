@@ -79,6 +79,38 @@ impl Epoll {
         Ok(n as usize)
     }
 
+    /// Waits up to `timeout_ns` (0: a look) for ready flows, to the nanosecond where the
+    /// kernel has epoll_pwait2 (5.11), else rounded up to the millisecond.
+    #[inline]
+    pub(super) fn wait_ns(&mut self, timeout_ns: u64) -> io::Result<usize> {
+        let ts = libc::timespec {
+            tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: `events` holds `len` initialised epoll_event slots the kernel may fill;
+        // `ts` lives for the call; no signal mask.
+        let n = unsafe {
+            libc::epoll_pwait2(
+                self.fd.as_raw_fd(),
+                self.events.as_mut_ptr(),
+                self.events.len() as libc::c_int,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => Ok(0),
+            Some(libc::ENOSYS) => {
+                self.wait(timeout_ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32)
+            }
+            _ => Err(e),
+        }
+    }
+
     /// The flow index of ready event `k` of the last wait.
     #[inline]
     pub(super) fn ready(&self, k: usize) -> usize {
