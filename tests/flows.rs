@@ -414,3 +414,99 @@ fn compare_says_when_the_flows_differ() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A server that stops reading (SIGSTOP) while 4 flows send 256 KiB requests at 2000/s: the
+/// sockets fill, every flow's request is cut short, and after `--timeout` without progress
+/// the run ends with an error naming it (exit 1) and a results file — not a wait for the
+/// whole trial's collection bound.
+#[test]
+fn rate_flows_whose_server_stops_reading_end_with_an_error() {
+    let server = common::serve::Server::start(&[]);
+    let pid = server.child.id().to_string();
+    let out = scratch("flows-rate-stopped").join("r.json");
+    let (addr, path) = (server.addr.clone(), out.to_str().unwrap().to_string());
+    let client = std::thread::spawn(move || {
+        run(&[
+            "run",
+            &addr,
+            "--no-save",
+            "-q",
+            "-o",
+            &path,
+            "-p",
+            "rate",
+            "--rate",
+            "2k",
+            "-P",
+            "4",
+            "--sizes",
+            "256k",
+            "--trial-time",
+            "3s",
+            "--timeout",
+            "1s",
+            "--no-warmup",
+        ])
+    });
+    server.wait_log("session 1 from");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    let o = client.join().unwrap();
+    signal("-CONT");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("whose socket stayed full"), "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_ne!(v["status"], "complete", "{v}");
+}
+
+/// A trial longer than `--timeout` is no dead peer: the server waits for the client's end
+/// of a time-bounded trial its duration more than the timeout (it gave up after the timeout
+/// alone, so `--trial-time 1s --timeout 300ms` failed every run).
+#[test]
+fn a_trial_longer_than_the_timeout_completes() {
+    for pattern in [&["-p", "stream"][..], &["-p", "rate", "--rate", "1k"][..]] {
+        let (mut server, addr) = serve_once(bin());
+        let out = scratch("flows-long-trial").join("r.json");
+        let mut args = vec![
+            "run",
+            addr.as_str(),
+            "--no-save",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+            "-P",
+            "2",
+            "--sizes",
+            "1k",
+            "--no-warmup",
+            "--trial-time",
+            "1s",
+            "--timeout",
+            "300ms",
+            "--max-point-time",
+            "2s",
+        ];
+        args.extend_from_slice(pattern);
+        let o = run(&args);
+        assert!(
+            server.wait().unwrap().success(),
+            "{pattern:?}: serve failed"
+        );
+        assert!(
+            o.status.success(),
+            "{pattern:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(v["status"], "complete", "{pattern:?}: {}", v["message"]);
+        assert_eq!(points(&v).len(), 1);
+    }
+}

@@ -164,9 +164,13 @@ impl<'a> Measurer<'a> {
             // Ctrl-C interrupted a blocking call: the user asked to stop.
             NetError::Interrupted
         } else if netsweep_endpoint::is_timeout(&e) {
+            // A loop that timed out says what it was doing; a bare timeout was a receive.
+            let during = e
+                .get_ref()
+                .map_or("waiting for data from the server".into(), |m| m.to_string());
             NetError::Timeout {
                 secs: self.spec.timeout_ns as f64 / 1e9,
-                during: "waiting for data from the server".into(),
+                during,
             }
         } else {
             NetError::io("data path", e)

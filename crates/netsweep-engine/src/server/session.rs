@@ -258,8 +258,11 @@ impl Session {
         let res_rx = &chans.results;
         let started = Instant::now();
         let mut trial_started = Instant::now();
+        // How long the client may take to send its next message: its trial's duration more
+        // while a time-bounded trial runs (a 3 s trial with --timeout 1s is no dead peer).
+        let mut wait_next = timeout;
         loop {
-            match ctl.recv("waiting for the next trial", timeout)? {
+            match ctl.recv("waiting for the next trial", wait_next)? {
                 ClientMsg::TrialStart { .. } if started.elapsed() > limits.max_session => {
                     let message = format!(
                         "the session has lasted longer than this server's limit of {} s \
@@ -272,6 +275,7 @@ impl Session {
                     return Err(NetError::Refused(message));
                 }
                 ClientMsg::TrialStart { trial, spec } => {
+                    wait_next = timeout + Duration::from_nanos(spec.duration_ns);
                     if let Err(message) = check_trial(&spec, reg, transport, limits) {
                         ctl.send(ServerMsg::Error {
                             message: message.clone(),
@@ -303,6 +307,7 @@ impl Session {
                     ctl.send(ServerMsg::Ready { trial })?;
                 }
                 ClientMsg::TrialEnd { trial, counters } => {
+                    wait_next = timeout;
                     signals.end(counters.bytes_sent, counters.messages_sent);
                     let wait = timeout + Duration::from_secs(1);
                     let counters = match res_rx.recv_timeout(wait) {

@@ -274,6 +274,8 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let epoch = Instant::now();
     let n = w.eps.len();
+    // When only requests cut short are left: the last progress (sent + answered), and when.
+    let mut stuck = (0u64, Instant::now());
     loop {
         let mut next = u64::MAX;
         let mut busy = false;
@@ -285,6 +287,17 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
         }
         if !busy || sh.aborted() {
             break;
+        }
+        if next == u64::MAX {
+            let moved = w.rate.r.sent + w.rate.r.received;
+            if moved != stuck.0 {
+                stuck = (moved, Instant::now());
+            } else if stuck.1.elapsed() > job.idle {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "sending a request on a flow whose socket stayed full (the server stopped reading)",
+                ));
+            }
         }
         let left = next.saturating_sub(since(epoch));
         let k = w.epoll.wait_ns(left.saturating_sub(SPIN_NS).min(IDLE_NS))?;
@@ -312,7 +325,7 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
         } else if progress.1.elapsed() > job.idle {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "replies missing on a flow",
+                "waiting for the replies on a flow",
             ));
         }
     }

@@ -140,7 +140,7 @@ fn send_request(
         if now - *stuck_since.get_or_insert(now) > r.timeout_ns {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "the data socket took no request (its send queue stayed full)",
+                "sending a request while the data socket stayed full (the server stopped reading)",
             ));
         }
         if poll_fd(r.fd, libc::POLLIN | libc::POLLOUT, FULL_WAIT_NS)? & READABLE != 0 {
@@ -330,7 +330,7 @@ impl<'a> Replies<'a> {
         if now >= d + self.plan.timeout_ns {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "replies missing on the data connection",
+                "waiting for the replies on the data connection",
             ));
         }
         Ok(false)
