@@ -164,10 +164,12 @@ impl<'a> Measurer<'a> {
             // Ctrl-C interrupted a blocking call: the user asked to stop.
             NetError::Interrupted
         } else if netsweep_endpoint::is_timeout(&e) {
-            // A loop that timed out says what it was doing; a bare timeout was a receive.
+            // A bare timeout was a receive; a loop's own timeout says what it saw.
             let during = e
                 .get_ref()
-                .map_or("waiting for data from the server".into(), |m| m.to_string());
+                .map_or("waiting for data from the server".into(), |m| {
+                    format!("running the trial's data path ({m})")
+                });
             NetError::Timeout {
                 secs: self.spec.timeout_ns as f64 / 1e9,
                 during,

@@ -280,7 +280,6 @@ impl ClientPattern for Client {
             replies: &mut replies,
             rx: rx.as_mut(),
             fd,
-            timeout_ns: recv.timeout_ns,
         };
         let sent = loops::sender(
             ep.as_mut(),

@@ -295,7 +295,7 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
             } else if stuck.1.elapsed() > job.idle {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    "sending a request on a flow whose socket stayed full (the server stopped reading)",
+                    "a flow's socket stayed full: the server stopped reading",
                 ));
             }
         }
@@ -325,7 +325,7 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
         } else if progress.1.elapsed() > job.idle {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "waiting for the replies on a flow",
+                "replies missing on a flow",
             ));
         }
     }

@@ -97,12 +97,14 @@ impl Client {
             }
             let Some(x) = &r.rate else { continue };
             self.trial_lateness.merge(&x.lateness).map_err(merge_err)?;
-            let t = &mut self.trial;
-            t.sent += x.sent;
-            t.received += x.received;
-            t.late += x.late;
-            t.duplicates += x.duplicates;
-            t.truncated += u32::from(x.truncated);
+            self.trial.add(&Totals {
+                sent: x.sent,
+                received: x.received,
+                late: x.late,
+                duplicates: x.duplicates,
+                truncated: u32::from(x.truncated),
+                ..Totals::default()
+            });
             for j in 0..arrived_at.len() {
                 arrived_at[j] += x.arrived_at[j];
                 due_by[j] += x.due_by[j];
@@ -184,12 +186,7 @@ impl ClientPattern for Client {
             self.means.push(self.trial_hist.mean());
         }
         self.delivered.push(self.trial_delivered);
-        let (t, x) = (&mut self.totals, &self.trial);
-        t.sent += x.sent;
-        t.received += x.received;
-        t.late += x.late;
-        t.duplicates += x.duplicates;
-        t.truncated += x.truncated;
+        self.totals.add(&self.trial);
         self.fig.active_ns += out.client.active_ns;
         self.fig.add(&out.client, &out.server);
         Ok(())

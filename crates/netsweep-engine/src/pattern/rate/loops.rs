@@ -54,8 +54,6 @@ pub(super) struct Reading<'r, 'a> {
     pub replies: &'r mut Replies<'a>,
     pub rx: &'r mut [u8],
     pub fd: RawFd,
-    /// Longest wait for the socket to take (more of) a request.
-    pub timeout_ns: u64,
 }
 
 /// The events of `fd` among `want`, waiting at most `timeout_ns` (0: a look, no wait).
@@ -137,10 +135,10 @@ fn send_request(
             Err(e) => return Err(e),
         }
         let now = since(epoch);
-        if now - *stuck_since.get_or_insert(now) > r.timeout_ns {
+        if now - *stuck_since.get_or_insert(now) > r.replies.plan.timeout_ns {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "sending a request while the data socket stayed full (the server stopped reading)",
+                "the data socket stayed full: the server stopped reading",
             ));
         }
         if poll_fd(r.fd, libc::POLLIN | libc::POLLOUT, FULL_WAIT_NS)? & READABLE != 0 {
@@ -263,7 +261,8 @@ pub(super) struct RecvPlan {
     /// A reply later than this after its intended send time is late; a datagram receiver
     /// stops this long after the sender finished.
     pub grace_ns: u64,
-    /// A stream receiver gives up on missing replies this long after the grace period.
+    /// A stream receiver gives up on missing replies this long after the grace period, and
+    /// the sender on a socket that takes no request for this long.
     pub timeout_ns: u64,
     pub interval_ns: u64,
     /// The schedule's span (the trial's duration), ns.
@@ -330,7 +329,7 @@ impl<'a> Replies<'a> {
         if now >= d + self.plan.timeout_ns {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "waiting for the replies on the data connection",
+                "replies missing on the data connection",
             ));
         }
         Ok(false)

@@ -111,7 +111,6 @@ fn one_thread_trial(
         replies: &mut replies,
         rx: &mut rx,
         fd,
-        timeout_ns: recv.timeout_ns,
     };
     let sent = sender(
         ep,

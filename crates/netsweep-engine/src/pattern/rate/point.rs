@@ -49,6 +49,18 @@ pub(crate) struct Totals {
     pub truncated: u32,
 }
 
+impl Totals {
+    /// Adds another trial's (or thread's) counts.
+    pub fn add(&mut self, x: &Totals) {
+        self.sent += x.sent;
+        self.received += x.received;
+        self.late += x.late;
+        self.duplicates += x.duplicates;
+        self.refused += x.refused;
+        self.truncated += x.truncated;
+    }
+}
+
 /// What a rate point's timed trials measured.
 pub(crate) struct Measured<'a> {
     /// Latency from the intended send time, every answered request.
