@@ -468,11 +468,17 @@ fn rate_flows_whose_server_stops_reading_end_with_an_error() {
 }
 
 /// A trial longer than `--timeout` is no dead peer: the server waits for the client's end
-/// of a time-bounded trial its duration more than the timeout (it gave up after the timeout
-/// alone, so `--trial-time 1s --timeout 300ms` failed every run).
+/// of a time-bounded trial its duration more than the timeout, and of a count-bounded one
+/// (single-flow pingpong, crr) for as long as its data thread still moves data (it gave up
+/// after the timeout alone, so `--trial-time 1s --timeout 300ms` failed every run).
 #[test]
 fn a_trial_longer_than_the_timeout_completes() {
-    for pattern in [&["-p", "stream"][..], &["-p", "rate", "--rate", "1k"][..]] {
+    for pattern in [
+        &["-P", "2", "-p", "stream"][..],
+        &["-P", "2", "-p", "rate", "--rate", "1k"][..],
+        &["-p", "pingpong"][..],
+        &["-p", "crr"][..],
+    ] {
         let (mut server, addr) = serve_once(bin());
         let out = scratch("flows-long-trial").join("r.json");
         let mut args = vec![
@@ -482,8 +488,6 @@ fn a_trial_longer_than_the_timeout_completes() {
             "-q",
             "-o",
             out.to_str().unwrap(),
-            "-P",
-            "2",
             "--sizes",
             "1k",
             "--no-warmup",

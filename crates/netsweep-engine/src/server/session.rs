@@ -261,8 +261,31 @@ impl Session {
         // How long the client may take to send its next message: its trial's duration more
         // while a time-bounded trial runs (a 3 s trial with --timeout 1s is no dead peer).
         let mut wait_next = timeout;
+        // A trial is between Ready and the client's end of it.
+        let mut running = false;
+        // The data thread's result, when it came before the client's end of the trial.
+        let mut early: Option<io::Result<SideCounters>> = None;
         loop {
-            match ctl.recv("waiting for the next trial", wait_next)? {
+            let msg = match ctl.recv("waiting for the next trial", wait_next) {
+                Ok(m) => m,
+                // A count-bounded trial lasts as long as its round trips take. While the data
+                // thread still works at it (it gives up by itself after `timeout` without
+                // data), the client is no dead peer; once it is done, the client has one more
+                // `wait_next` to end the trial. Bounded by the server's longest trial.
+                Err(e @ NetError::Timeout { .. }) => {
+                    if !running || early.is_some() || trial_started.elapsed() > limits.max_trial {
+                        return Err(e);
+                    }
+                    match res_rx.try_recv() {
+                        Ok(r) => early = Some(r),
+                        Err(mpsc::TryRecvError::Empty) => {}
+                        Err(mpsc::TryRecvError::Disconnected) => return Err(e),
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            match msg {
                 ClientMsg::TrialStart { .. } if started.elapsed() > limits.max_session => {
                     let message = format!(
                         "the session has lasted longer than this server's limit of {} s \
@@ -304,13 +327,19 @@ impl Session {
                         return Err(NetError::Refused(message));
                     }
                     trial_started = Instant::now();
+                    running = true;
                     ctl.send(ServerMsg::Ready { trial })?;
                 }
                 ClientMsg::TrialEnd { trial, counters } => {
                     wait_next = timeout;
+                    running = false;
                     signals.end(counters.bytes_sent, counters.messages_sent);
                     let wait = timeout + Duration::from_secs(1);
-                    let counters = match res_rx.recv_timeout(wait) {
+                    let result = match early.take() {
+                        Some(r) => Ok(r),
+                        None => res_rx.recv_timeout(wait),
+                    };
+                    let counters = match result {
                         Ok(Ok(c)) => c,
                         Ok(Err(e)) => {
                             let message = format!("server data path failed: {e}");
