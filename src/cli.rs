@@ -221,8 +221,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
 
-    /// Timeline of `-p rate` points: keep per-interval samples (delivered rate, latency
-    /// p50/p99, loss) of this length, e.g. 100ms (at least 1ms).
+    /// Timeline: keep per-interval samples of this length, e.g. 100ms (at least 1ms, at
+    /// most 10000 per trial), the point's timed trials end to end. -p rate: delivered rate,
+    /// latency p50/p99 and loss per interval; -p stream (also -R): the sender's and the
+    /// receiver's rate and, for datagrams, the loss per interval. One flow (no -P).
     #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
     pub interval: Option<Duration>,
 

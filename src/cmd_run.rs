@@ -82,6 +82,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     }
     spec.client_knobs = client_knobs;
     spec.server_knobs = server_knobs;
+    spec.interval_ns = a.interval.map_or(0, |i| i.as_nanos() as u64);
     // Flows run on many threads: pinning them all to one CPU would serialise them.
     if a.host.is_none() && a.cpu.is_none() && a.flows <= 1 {
         default_placement(&mut spec);
@@ -99,7 +100,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
 /// The message size of a rate run without --sizes.
 const RATE_DEFAULT_SIZE: u64 = 64;
 
-/// The rate pattern's offered load from --rate/--rates/--arrivals/--seed/--interval; the
+/// The rate pattern's offered load from --rate/--rates/--arrivals/--seed; the
 /// flags are refused with another pattern.
 fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
     if pattern != Pattern::Rate {
@@ -107,7 +108,6 @@ fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
             (a.rate.is_some(), "--rate"),
             (a.rates.is_some(), "--rates"),
             (a.seed.is_some(), "--seed"),
-            (a.interval.is_some(), "--interval"),
             (a.arrivals != Arrivals::Constant, "--arrivals"),
         ];
         return match given.iter().find(|(g, _)| *g) {
@@ -132,7 +132,6 @@ fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
         rates_spec: a.rates.clone().unwrap_or_default(),
         arrivals: a.arrivals,
         seed,
-        interval_ns: a.interval.map_or(0, |i| i.as_nanos() as u64),
     }))
 }
 

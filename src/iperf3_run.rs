@@ -62,6 +62,13 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
     if spec.api != Api::Basic {
         return Err("with an iperf3 peer only --api basic applies (iperf3 chooses its own)".into());
     }
+    if spec.interval_ns != 0 {
+        return Err(
+            "--interval is netsweep's own timeline: an iperf3 server reports whole tests only; \
+             drop --interval"
+                .into(),
+        );
+    }
     Ok(())
 }
 
@@ -364,6 +371,7 @@ fn point(
         placement: Default::default(),
         notes,
         background: Vec::new(),
+        timeline: Vec::new(),
         rate: None,
         flows: None,
     })

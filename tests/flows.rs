@@ -280,11 +280,12 @@ fn rate_flows_over_unix_stream_with_poisson_arrivals_account_every_request() {
 
 #[test]
 fn what_flows_do_not_support_is_a_usage_error_naming_what_works() {
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 5] = [
         &["-p", "crr", "-P", "2"],
         &["-t", "udp", "-P", "2"],
         &["--api", "zerocopy", "-P", "2"],
-        // Rate timelines are per single flow.
+        // Timelines are per single flow.
+        &["-p", "stream", "--interval", "100ms", "-P", "2"],
         &[
             "-p",
             "rate",

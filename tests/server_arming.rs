@@ -139,6 +139,7 @@ fn receiver_epoch_precedes_ready_even_when_the_data_thread_is_slow() {
             1,
             Duration::from_millis(100),
             trial_cookie(cookie, trial),
+            &mut Default::default(),
         )
         .unwrap();
         // Every byte was sent after Ready arrived, and the last one was received after it

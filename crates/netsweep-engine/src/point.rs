@@ -98,6 +98,7 @@ impl Tally {
             ),
             placement: self.placement,
             background: Vec::new(),
+            timeline: Vec::new(),
         }
     }
 }

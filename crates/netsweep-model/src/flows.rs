@@ -68,14 +68,13 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
     }
     const WORKS: &str = "--flows works with -p stream, pingpong or rate, -t tcp, mptcp or \
                          unix-stream, --api basic, client to server";
-    let timeline = spec.load.as_ref().is_some_and(|l| l.interval_ns != 0);
     let what = if !matches!(
         spec.pattern,
         Pattern::Stream | Pattern::Pingpong | Pattern::Rate
     ) {
         format!("the {} pattern", spec.pattern)
-    } else if spec.pattern == Pattern::Rate && timeline {
-        "--interval (rate timelines are per single flow)".to_string()
+    } else if spec.interval_ns != 0 {
+        "--interval (timelines are per single flow)".to_string()
     } else if !matches!(
         spec.transport,
         Transport::Tcp | Transport::Mptcp | Transport::UnixStream

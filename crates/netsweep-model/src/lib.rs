@@ -17,3 +17,4 @@ pub mod spec;
 pub mod stats;
 pub mod symmetry;
 pub mod time;
+pub mod timeline;

@@ -223,9 +223,6 @@ pub struct LoadSpec {
     /// Seed of the Poisson schedule (each trial's generator is derived from it and the trial).
     #[serde(default)]
     pub seed: u64,
-    /// `--interval`: length of one timeline sample, ns (0: no timeline).
-    #[serde(default)]
-    pub interval_ns: u64,
 }
 
 impl LoadSpec {
@@ -250,9 +247,6 @@ impl LoadSpec {
                  give one size, e.g. --sizes 64",
                 sizes.len()
             ));
-        }
-        if self.interval_ns != 0 && self.interval_ns < 1_000_000 {
-            return Err("--interval must be at least 1ms".into());
         }
         Ok(())
     }

@@ -453,6 +453,10 @@ pub struct PointResult {
     /// `--background`: what each background flow did during this point's timed trials.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub background: Vec<crate::background::BackgroundFigures>,
+    /// Stream with `--interval`: the sender's and the receiver's rate (and datagrams' loss)
+    /// per interval, the point's timed trials laid end to end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<crate::timeline::StreamSample>,
 }
 
 /// One direction's figures of a point that measured two at once (bidir).

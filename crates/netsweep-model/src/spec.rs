@@ -303,6 +303,10 @@ impl Family {
 /// cookie (u32), sequence number (u64), send timestamp (u64 ns).
 pub const DGRAM_HEADER: u64 = 20;
 
+/// The most timeline intervals one trial may have (`--interval`): each side reports its
+/// counts per interval in one control message.
+pub const MAX_INTERVALS: u64 = 10_000;
+
 /// A whole run: one configuration swept over message sizes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {
@@ -345,7 +349,11 @@ pub struct RunSpec {
     /// `sender_mbps` and the bytes sent are the server's, `receiver_mbps` the client's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reverse: bool,
-    /// The rate pattern's offered load (`--rate`/`--rates`, `--arrivals`, `--interval`).
+    /// `--interval`: length of one timeline interval, ns (0: no timeline) — rate and stream
+    /// points keep per-interval samples.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub interval_ns: u64,
+    /// The rate pattern's offered load (`--rate`/`--rates`, `--arrivals`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<crate::load::LoadSpec>,
     /// `--flows`: concurrent data connections (1 for a single flow).
@@ -365,6 +373,34 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// Checks `--interval`: rate and stream points only, at least 1 ms, and at most
+    /// [`MAX_INTERVALS`] per trial.
+    fn check_interval(&self) -> Result<(), String> {
+        if self.interval_ns == 0 {
+            return Ok(());
+        }
+        if !matches!(self.pattern, Pattern::Rate | Pattern::Stream) {
+            return Err(format!(
+                "--interval keeps a timeline of rate and stream points, not of {}: add -p \
+                 stream or -p rate, or drop --interval",
+                self.pattern
+            ));
+        }
+        if self.interval_ns < 1_000_000 {
+            return Err("--interval must be at least 1ms".into());
+        }
+        let per_trial = self.trial_time_ns.div_ceil(self.interval_ns);
+        if per_trial > MAX_INTERVALS {
+            return Err(format!(
+                "--interval {} ms cuts each {} ms trial into {per_trial} intervals; at most \
+                 {MAX_INTERVALS}: give a longer --interval or a shorter --trial-time",
+                self.interval_ns as f64 / 1e6,
+                self.trial_time_ns as f64 / 1e6
+            ));
+        }
+        Ok(())
+    }
+
     /// Defaults for a transport and pattern; sizes left empty for the caller to fill.
     pub fn new(transport: Transport, pattern: Pattern, family: Family) -> Self {
         Self {
@@ -391,6 +427,7 @@ impl RunSpec {
             client_knobs: Knobs::default(),
             server_knobs: Knobs::default(),
             background: Vec::new(),
+            interval_ns: 0,
         }
     }
 
@@ -481,6 +518,7 @@ impl RunSpec {
                 );
             }
         }
+        self.check_interval()?;
         crate::flows::check(self)?;
         if self.pattern.streams() && self.sizes.contains(&0) {
             return Err("size 0 cannot be streamed: use sizes of at least 1".into());
@@ -507,6 +545,10 @@ fn one() -> u32 {
 
 fn is_one(n: &u32) -> bool {
     *n == 1
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -572,5 +614,21 @@ mod tests {
         assert!(s.session_setup().reverse);
         s.pattern = Pattern::Pingpong;
         assert!(s.validate(&UdpLike).unwrap_err().contains("-p stream -R"));
+        s.reverse = false;
+        s.interval_ns = 100_000_000;
+        assert!(s
+            .validate(&UdpLike)
+            .unwrap_err()
+            .contains("not of pingpong"));
+        s.pattern = Pattern::Stream;
+        assert_eq!(s.validate(&UdpLike), Ok(()));
+        s.interval_ns = 999_999;
+        assert!(s.validate(&UdpLike).unwrap_err().contains("at least 1ms"));
+        s.interval_ns = 1_000_000;
+        s.trial_time_ns = 20_000_000_000;
+        assert!(s
+            .validate(&UdpLike)
+            .unwrap_err()
+            .contains("20000 intervals"));
     }
 }

@@ -260,6 +260,7 @@ pub(crate) mod tests {
                     repetitions: 0,
                     duration_ns: 0,
                     warmup: false,
+                    interval_ns: 0,
                 },
             }
         );

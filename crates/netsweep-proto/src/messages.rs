@@ -271,6 +271,11 @@ pub struct TrialSpec {
     pub duration_ns: u64,
     /// True for warm-up and calibration trials whose figures are not kept.
     pub warmup: bool,
+    /// `--interval`: length of one timeline interval, ns; the stream loops then count per
+    /// interval ([`SideCounters::intervals`]). 0: no timeline (an older server ignores it
+    /// and reports none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub interval_ns: u64,
 }
 
 /// What one side counted during one trial.
@@ -340,6 +345,26 @@ pub struct SideCounters {
     /// latest first send, or first receive, minus the earliest).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_skew_ns: Option<u64>,
+    /// A stream trial with an interval ([`TrialSpec::interval_ns`]): what this side counted
+    /// in each interval, from the start of its clock (the sender's first send, the
+    /// receiver's arming); trailing empty intervals left out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub intervals: Vec<IntervalCounts>,
+}
+
+/// What one side of a stream trial counted in one interval of its timeline.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
+pub struct IntervalCounts {
+    /// The sender: payload bytes its stack accepted in the interval. The receiver: payload
+    /// bytes that arrived in it.
+    pub bytes: u64,
+    /// The sender: messages its stack accepted in the interval. The receiver (datagrams):
+    /// distinct datagrams received whose send time — their sequence header's — falls in
+    /// the interval, so the sender's count less this one is the interval's loss exactly.
+    pub messages: u64,
 }
 
 /// What one flow of a `--flows` session counted in one trial.

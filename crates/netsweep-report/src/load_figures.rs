@@ -3,7 +3,7 @@
 //! and the timelines (`--interval`): latency, delivered rate and loss per interval, every
 //! point of a run laid end to end in the order measured.
 
-use crate::figures::{axis, chart, fit_xy};
+use crate::figures::{axis, chart, end_to_end, fit_xy, timeline_axis};
 use crate::legend::Named;
 use crate::plot::{Axis, Chart, Marker, Scale, Series, Stroke, Unit};
 use netsweep_model::load::TimelineSample;
@@ -142,38 +142,23 @@ fn delivered_vs_offered(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> 
 
 /// A run's timeline, every point's intervals end to end: (t, sample).
 fn timeline(run: &RunResult) -> Vec<(f64, TimelineSample)> {
-    let mut out = Vec::new();
-    let mut base = 0u64;
-    for p in &run.points {
-        let Some(r) = &p.rate else { continue };
-        let step = r.timeline.get(1).map_or(0, |s| s.t_ns);
-        for s in &r.timeline {
-            out.push(((base + s.t_ns) as f64, *s));
-        }
-        base += r.timeline.last().map_or(0, |s| s.t_ns + step);
-    }
-    out
+    let rates = run.points.iter().filter_map(|p| p.rate.as_ref());
+    end_to_end(rates.map(|r| r.timeline.as_slice()), |s| s.t_ns)
 }
 
 fn timelines(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
-    let time = || {
-        axis(
-            "time (points end to end, trials laid back to back)",
-            Unit::Nanos,
-        )
-    };
     let mut lat = chart(
         "timeline-latency",
         "Timeline: latency per interval",
         "requests due in each interval: solid p50, dashed p99 (reply − intended send)",
-        time(),
+        timeline_axis(),
         axis("latency (log scale)", Unit::Nanos),
     );
     let mut del = chart(
         "timeline-delivered",
         "Timeline: delivered rate and loss per interval",
         "solid: replies arriving per second · dashed: requests due in the interval never answered, per second",
-        time(),
+        timeline_axis(),
         axis("requests/s", Unit::PerSecond),
     );
     for (i, r) in runs.iter().enumerate() {
@@ -250,8 +235,8 @@ mod tests {
             rates_spec: "1k..8k:*2".into(),
             arrivals: load::Arrivals::Constant,
             seed: 1,
-            interval_ns: 100_000_000,
         });
+        run.spec.interval_ns = 100_000_000;
         let proto = run.points[0].clone();
         run.points = [
             (1e3, 1e3, 20e3),

@@ -235,6 +235,7 @@ fn flow(
             repetitions: 0,
             duration_ns: MAX_BACKGROUND_TRIAL.as_nanos() as u64,
             warmup: false,
+            interval_ns: 0,
         };
         let during = "waiting for the server to arm a background trial";
         match s

@@ -19,6 +19,8 @@ pub(crate) struct Plan {
     cal: Option<Calibration>,
     reps: u64,
     rep_ns: f64,
+    /// `--interval`, carried by the timed trials of a duration-sized pattern.
+    interval_ns: u64,
 }
 
 impl Plan {
@@ -40,6 +42,7 @@ impl Plan {
             reps: cal.map_or(0, |c| c.first(prev_rep_ns)),
             cal,
             rep_ns: 0.0,
+            interval_ns: spec.interval_ns,
         }
     }
 
@@ -54,6 +57,7 @@ impl Plan {
                 repetitions: 0,
                 duration_ns: self.trial_ns / 2,
                 warmup: true,
+                interval_ns: 0,
             }),
         }
     }
@@ -79,6 +83,7 @@ impl Plan {
                 repetitions: 0,
                 duration_ns: self.trial_ns,
                 warmup: false,
+                interval_ns: self.interval_ns,
             },
         }
     }
@@ -89,6 +94,7 @@ impl Plan {
             repetitions: self.reps,
             duration_ns: 0,
             warmup,
+            interval_ns: 0,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! direction's, `reverse` the server-to-client one's, and its throughput their sum.
 
 use super::dgram::{trial_cookie, DgramAccount};
+use super::intervals::Intervals;
 use super::reverse::Receiver;
 use super::stream::{check_trial, receiver_trial, sender_trial, Direction};
 use super::{
@@ -54,6 +55,19 @@ pub(super) fn merge(sent: SideCounters, got: SideCounters) -> SideCounters {
 
 pub(super) fn joined(r: thread::Result<io::Result<SideCounters>>) -> io::Result<SideCounters> {
     r.unwrap_or_else(|_| Err(io::Error::other("the receiving thread panicked")))
+}
+
+/// Stream's sender loop for one direction of a bidir trial (no timeline).
+fn send(
+    ep: &mut dyn Endpoint,
+    tx: &mut [u8],
+    size: usize,
+    batch: usize,
+    duration: Duration,
+    cookie: u32,
+) -> io::Result<SideCounters> {
+    let none = &mut Intervals::default();
+    sender_trial(ep, tx, size, batch, duration, cookie, none)
 }
 
 /// Runs `f` (a receiving loop) and records the CPU time of the thread it runs on.
@@ -141,8 +155,8 @@ impl ClientPattern for Client {
         let (size, batch) = (self.size, self.batch);
         let (ep, rx_ep, rx, tx) = (&mut self.ep, &mut self.rx_ep, &mut self.rx, &mut self.tx);
         thread::scope(|s| {
-            let receiving = s.spawn(|| metered(|| rx.run(rx_ep.as_mut(), duration)));
-            let sent = sender_trial(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
+            let receiving = s.spawn(|| metered(|| rx.run(rx_ep.as_mut(), duration, 0)));
+            let sent = send(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
             let got = joined(receiving.join());
             Ok(merge(sent?, got?))
         })
@@ -269,10 +283,11 @@ impl ServerPattern for Server {
                         t.idle,
                         account,
                         t.epoch,
+                        &mut Intervals::default(),
                     )
                 })
             });
-            let sent = sender_trial(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
+            let sent = send(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
             if sent.is_err() {
                 // The session is over: the receiving thread must not wait for the client.
                 t.signals.abort.store(true, Ordering::Relaxed);

@@ -108,16 +108,18 @@ impl DgramAccount {
         }
     }
 
-    /// Accounts one received datagram whose payload is `buf`, arrived at `arrival_ns`.
+    /// Accounts one received datagram whose payload is `buf`, arrived at `arrival_ns`;
+    /// returns its send time (its header's) when it counts as received, `None` for a
+    /// duplicate or a foreign datagram.
     #[inline]
-    pub fn on_datagram(&mut self, buf: &[u8], arrival_ns: u64) {
+    pub fn on_datagram(&mut self, buf: &[u8], arrival_ns: u64) -> Option<u64> {
         let Some((cookie, seq, sent_ns)) = parse(buf) else {
             self.foreign += 1;
-            return;
+            return None;
         };
         if cookie != self.cookie {
             self.foreign += 1;
-            return;
+            return None;
         }
         if seq >= self.top {
             if seq - self.top >= WINDOW {
@@ -134,7 +136,7 @@ impl DgramAccount {
             self.reordered += 1;
         } else if self.bit(seq) {
             self.duplicates += 1;
-            return;
+            return None;
         } else {
             self.set(seq, true);
             self.reordered += 1;
@@ -147,6 +149,7 @@ impl DgramAccount {
             self.jitter += (d - self.jitter) / 16.0;
         }
         self.last_transit = Some(transit);
+        Some(sent_ns)
     }
 
     /// The counters, with loss computed against the sender's count `sent`.
@@ -190,11 +193,14 @@ mod tests {
     fn counts_loss_reorder_duplicates_exactly() {
         let mut a = DgramAccount::new(9);
         // Sent 0..10; 3 and 7 lost; 5 arrives after 6; 2 duplicated; one foreign; one short.
+        // Each datagram's send time comes back once, the duplicate's and the foreign not.
+        let mut times = vec![];
         for s in [0u64, 1, 2, 2, 4, 6, 5, 8, 9] {
-            a.on_datagram(&dgram(9, s, s * 1000), s * 1000 + 50);
+            times.extend(a.on_datagram(&dgram(9, s, s * 1000), s * 1000 + 50));
         }
-        a.on_datagram(&dgram(8, 3, 0), 0);
-        a.on_datagram(&[1, 2, 3], 0);
+        assert_eq!(times, [0, 1000, 2000, 4000, 6000, 5000, 8000, 9000]);
+        assert_eq!(a.on_datagram(&dgram(8, 3, 0), 0), None);
+        assert_eq!(a.on_datagram(&[1, 2, 3], 0), None);
         let c = a.counters(10);
         assert_eq!(c.received, 8);
         assert_eq!(c.lost, 2);

@@ -27,6 +27,7 @@ pub mod bidir;
 pub mod crr;
 pub mod dgram;
 pub mod flows;
+pub mod intervals;
 mod loops;
 pub mod pingpong;
 pub mod rate;

@@ -209,12 +209,12 @@ impl ClientPattern for Client {
         self.rx = MessageBuffer::new(self.size + 1, offset);
         let prepare = |e| NetError::io("preparing the data endpoint", e);
         self.ep.prepare(self.size, 1).map_err(prepare)?;
-        // The socket's receive timeout, shared by both descriptors (only the duplicate receives).
+        // How long a receive after the last send waits before it checks the deadline.
         self.ep.set_recv_timeout(Some(RX_SLICE)).map_err(prepare)?;
         // Sleeps of the sender wake on time (the default timer slack is 50 µs).
         // SAFETY: prctl with an integer argument changes only this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-        self.interval_ns = match load.interval_ns {
+        self.interval_ns = match spec.interval_ns {
             0 => u64::MAX,
             i => i,
         };

@@ -6,6 +6,7 @@
 //! every byte the server sent is received (stream), every datagram is received or lost.
 
 use super::dgram::DgramAccount;
+use super::intervals::Intervals;
 use super::{slices, IdleSlices, SLICE};
 use netsweep_endpoint::{is_timeout, Endpoint, MessageBuffer};
 use netsweep_proto::messages::SideCounters;
@@ -32,6 +33,8 @@ pub struct Receiver {
     epoch: Instant,
     last: Option<Instant>,
     idle: Duration,
+    /// The trial's counts per interval (`--interval`).
+    iv: Intervals,
 }
 
 impl Receiver {
@@ -45,6 +48,7 @@ impl Receiver {
             epoch: Instant::now(),
             last: None,
             idle,
+            iv: Intervals::default(),
         }
     }
 
@@ -67,8 +71,17 @@ impl Receiver {
 
     /// The timed loop: receives until `duration` after the epoch has passed and then
     /// nothing came for [`QUIET`]. The endpoint's receive timeout must be [`SLICE`]; it is
-    /// [`QUIET`] when this returns ([`complete`](Self::complete) restores it).
-    pub fn run(&mut self, ep: &mut dyn Endpoint, duration: Duration) -> io::Result<SideCounters> {
+    /// [`QUIET`] when this returns ([`complete`](Self::complete) restores it). With an
+    /// `interval_ns`, bytes are counted per interval by arrival, datagrams by send time.
+    pub fn run(
+        &mut self,
+        ep: &mut dyn Endpoint,
+        duration: Duration,
+        interval_ns: u64,
+    ) -> io::Result<SideCounters> {
+        let drain = DGRAM_DRAIN.as_nanos() as u64;
+        self.iv
+            .arm_receiver(interval_ns, duration.as_nanos() as u64, drain);
         let datagram = ep.is_datagram();
         let batched = self.lens.len() > 1;
         let deadline = self.epoch + duration;
@@ -98,11 +111,15 @@ impl Receiver {
                     }
                     c.bytes_received += got as u64;
                     self.last = Some(now);
+                    let at = now.duration_since(self.epoch).as_nanos() as u64;
+                    self.iv.add(at, got as u64, 0);
                     if datagram {
                         c.messages_received += count as u64;
-                        let at = now.duration_since(self.epoch).as_nanos() as u64;
                         for (i, &n) in self.lens[..count].iter().enumerate() {
-                            self.account.on_datagram(&buf[i * slot..i * slot + n], at);
+                            let d = &buf[i * slot..i * slot + n];
+                            if let Some(sent) = self.account.on_datagram(d, at) {
+                                self.iv.add(sent, 0, 1);
+                            }
                         }
                     }
                     if !tail && now >= deadline {
@@ -164,10 +181,13 @@ impl Receiver {
                     c.recv_calls += 1;
                     c.bytes_received += n as u64;
                     self.last = Some(now);
+                    let at = now.duration_since(self.epoch).as_nanos() as u64;
+                    self.iv.add(at, n as u64, 0);
                     if datagram {
                         c.messages_received += 1;
-                        let at = now.duration_since(self.epoch).as_nanos() as u64;
-                        self.account.on_datagram(&buf[..n], at);
+                        if let Some(sent) = self.account.on_datagram(&buf[..n], at) {
+                            self.iv.add(sent, 0, 1);
+                        }
                     }
                 }
                 Err(e) if is_timeout(&e) => {
@@ -195,6 +215,7 @@ impl Receiver {
         if datagram {
             c.datagrams = Some(self.account.counters(server.messages_sent));
         }
+        c.intervals = self.iv.report();
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! server's data thread runs [`sender_trial`], the client receives (`reverse.rs`).
 
 use super::dgram::{stamp, trial_cookie, DgramAccount};
+use super::intervals::Intervals;
 use super::reverse::Receiver;
 use super::{
     count_send_error, slices, Accepted, ClientOpen, ClientPattern, IdleSlices, Registration,
@@ -16,6 +17,7 @@ use crate::point::{bits_per_ns_to_mbps, estimate, Tally};
 use netsweep_endpoint::{is_timeout, send_message, DataListener, Endpoint, MessageBuffer};
 use netsweep_model::results::{DirectionFigures, Loss, PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec, Transport, DGRAM_HEADER};
+use netsweep_model::timeline::StreamTimeline;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +48,10 @@ pub(super) fn check_trial(spec: &TrialSpec, transport: Transport) -> Result<(), 
 /// `send_errors`, not sent: its sequence number is reused by the next datagram, so the
 /// numbers the receiver sees are exactly 0..`messages_sent` and its loss (sent − received)
 /// counts only what the network lost. Any other send error ends the trial with that error.
+///
+/// `iv` (armed for the trial, or inactive) counts each accepted send in the interval of the
+/// time taken before it — the time a datagram's header carries — so the receiver's count
+/// of datagrams per send interval matches this side's exactly.
 pub fn sender_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
@@ -53,8 +59,11 @@ pub fn sender_trial(
     batch: usize,
     duration: Duration,
     cookie: u32,
+    iv: &mut Intervals,
 ) -> io::Result<SideCounters> {
-    sender_loop(ep, buf, size, batch, duration, cookie, || false)
+    let mut c = sender_loop(ep, buf, size, batch, duration, cookie, iv, || false)?;
+    c.intervals = iv.report();
+    Ok(c)
 }
 
 /// [`sender_trial`] that also stops once `stop` is set (checked after every send): a
@@ -67,12 +76,14 @@ pub fn sender_until(
     cookie: u32,
     stop: &AtomicBool,
 ) -> io::Result<SideCounters> {
-    sender_loop(ep, buf, size, 1, duration, cookie, || {
+    let mut none = Intervals::default();
+    sender_loop(ep, buf, size, 1, duration, cookie, &mut none, || {
         stop.load(Ordering::Relaxed)
     })
 }
 
 /// The sender's loop; `stopped` is inlined (a constant `false` for a measured trial).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn sender_loop(
     ep: &mut dyn Endpoint,
@@ -81,6 +92,7 @@ fn sender_loop(
     batch: usize,
     duration: Duration,
     cookie: u32,
+    iv: &mut Intervals,
     stopped: impl Fn() -> bool,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
@@ -90,19 +102,16 @@ fn sender_loop(
     let mut seq = 0u64;
     let mut now = start;
     loop {
+        let ts = now.duration_since(start).as_nanos() as u64;
         if batch == 1 {
             if datagram {
-                stamp(
-                    buf,
-                    cookie,
-                    seq,
-                    now.duration_since(start).as_nanos() as u64,
-                );
+                stamp(buf, cookie, seq, ts);
             }
             match send_message(ep, &buf[..size]) {
                 Ok(calls) => {
                     c.send_calls += calls;
                     seq += 1;
+                    iv.add(ts, size as u64, 1);
                 }
                 Err(e) if datagram && count_send_error(&mut c.send_errors, &e) => {
                     c.send_calls += 1;
@@ -111,7 +120,6 @@ fn sender_loop(
             }
         } else {
             if datagram {
-                let ts = now.duration_since(start).as_nanos() as u64;
                 for i in 0..batch {
                     stamp(&mut buf[i * size..], cookie, seq + i as u64, ts);
                 }
@@ -146,6 +154,7 @@ fn sender_loop(
                 }
             }
             seq += done as u64;
+            iv.add(ts, (done * size) as u64, done as u64);
         }
         now = Instant::now();
         if now.duration_since(start) >= duration || stopped() {
@@ -167,7 +176,9 @@ pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 /// largest message plus one byte; more than one slot receives in batches (recvmmsg).
 /// The endpoint's receive timeout must be [`SLICE`](super::SLICE). `account` must be reset for the trial
 /// (and carry its cookie) before `epoch`, the moment this side was armed: the caller takes
-/// it, then tells the client it is ready, so no byte can arrive before it.
+/// it, then tells the client it is ready, so no byte can arrive before it. `iv` (armed for
+/// the trial, or inactive) counts bytes by arrival since `epoch`, and datagrams received by
+/// their send time.
 #[allow(clippy::too_many_arguments)]
 pub fn receiver_trial(
     ep: &mut dyn Endpoint,
@@ -178,6 +189,7 @@ pub fn receiver_trial(
     idle: Duration,
     account: &mut DgramAccount,
     epoch: Instant,
+    iv: &mut Intervals,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
     let batched = lens.len() > 1;
@@ -213,11 +225,14 @@ pub fn receiver_trial(
                     c.first_recv_bytes = got as u64;
                 }
                 last = now;
+                let at = now.duration_since(epoch).as_nanos() as u64;
+                iv.add(at, got as u64, 0);
                 if datagram {
                     c.messages_received += count as u64;
-                    let at = now.duration_since(epoch).as_nanos() as u64;
                     for (i, &n) in lens[..count].iter().enumerate() {
-                        account.on_datagram(&buf[i * slot..i * slot + n], at);
+                        if let Some(sent) = account.on_datagram(&buf[i * slot..i * slot + n], at) {
+                            iv.add(sent, 0, 1);
+                        }
                     }
                 }
                 if signals.is_ended() && done(datagram, &c, account, signals) {
@@ -262,6 +277,7 @@ pub fn receiver_trial(
         };
         c.datagrams = Some(account.counters(sent));
     }
+    c.intervals = iv.report();
     Ok(c)
 }
 
@@ -289,6 +305,12 @@ struct Client {
     dir: Direction,
     /// `--reverse`: the client receives, the server sends.
     reverse: Option<Receiver>,
+    /// The sender's counts per interval (`--interval`).
+    iv: Intervals,
+    /// The point's timeline (`--interval`).
+    timeline: StreamTimeline,
+    /// The run's `--interval`, ns (0: none).
+    interval_ns: u64,
 }
 
 impl Client {
@@ -303,6 +325,9 @@ impl Client {
             batch: 1,
             tx: MessageBuffer::new(0, 0),
             dir: Direction::default(),
+            iv: Intervals::default(),
+            timeline: StreamTimeline::default(),
+            interval_ns: 0,
         }))
     }
 }
@@ -332,6 +357,8 @@ impl ClientPattern for Client {
             self.tx = MessageBuffer::new(self.size * self.batch, offset);
         }
         self.dir = Direction::default();
+        self.timeline.take();
+        self.interval_ns = spec.interval_ns;
         Ok(())
     }
 
@@ -344,8 +371,9 @@ impl ClientPattern for Client {
     fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
         let duration = Duration::from_nanos(spec.duration_ns);
         if let Some(rx) = &mut self.reverse {
-            return rx.run(self.ep.as_mut(), duration);
+            return rx.run(self.ep.as_mut(), duration, spec.interval_ns);
         }
+        self.iv.arm(spec.interval_ns, spec.duration_ns);
         sender_trial(
             self.ep.as_mut(),
             self.tx.as_mut(),
@@ -353,6 +381,7 @@ impl ClientPattern for Client {
             self.batch,
             duration,
             trial_cookie(self.cookie, trial),
+            &mut self.iv,
         )
     }
 
@@ -370,6 +399,8 @@ impl ClientPattern for Client {
             Some(_) => (&out.server, &out.client),
         };
         self.dir.fold(c, s);
+        self.timeline
+            .add_trial(c, s, self.interval_ns, self.datagram);
         Ok(())
     }
 
@@ -404,6 +435,14 @@ impl ClientPattern for Client {
         p.sender_mbps = Some(figures.sender_mbps);
         p.receiver_mbps = Some(rx);
         p.loss = figures.loss;
+        p.timeline = self.timeline.take();
+        if std::mem::take(&mut self.timeline.receiver_missing) {
+            p.notes.push(
+                "no timeline: the receiving side kept no per-interval counts (a netsweep \
+                 server older than --interval for streams); upgrade it"
+                    .into(),
+            );
+        }
         p
     }
 }
@@ -474,6 +513,8 @@ struct Server {
     reverse: bool,
     /// The trial armed last.
     trial: u64,
+    /// This side's counts per interval (`--interval`).
+    iv: Intervals,
 }
 
 impl Server {
@@ -487,6 +528,7 @@ impl Server {
             account: DgramAccount::new(0),
             reverse: o.reverse,
             trial: 0,
+            iv: Intervals::default(),
         }))
     }
 }
@@ -506,16 +548,21 @@ impl ServerPattern for Server {
         t: &ServerTrial<'_>,
         b: &mut ServerBuffers,
     ) -> io::Result<SideCounters> {
+        let (interval, duration) = (t.spec.interval_ns, t.spec.duration_ns);
         if self.reverse {
+            self.iv.arm(interval, duration);
             return sender_trial(
                 self.data.ep.as_mut(),
                 b.buf.as_mut(),
                 t.spec.size as usize,
                 b.lens.len(),
-                Duration::from_nanos(t.spec.duration_ns),
+                Duration::from_nanos(duration),
                 trial_cookie(self.cookie, self.trial),
+                &mut self.iv,
             );
         }
+        let drain = DGRAM_QUIET.as_nanos() as u64;
+        self.iv.arm_receiver(interval, duration, drain);
         receiver_trial(
             self.data.ep.as_mut(),
             b.buf.as_mut(),
@@ -525,6 +572,7 @@ impl ServerPattern for Server {
             t.idle,
             &mut self.account,
             t.epoch,
+            &mut self.iv,
         )
     }
 }

@@ -51,7 +51,6 @@ fn load_specs_are_checked() {
         rates_spec: String::new(),
         arrivals: Arrivals::Constant,
         seed: 1,
-        interval_ns: 0,
     };
     assert!(l.validate(&[64]).unwrap_err().contains("--rate 10k"));
     l.rates = vec![1e3, 2e3];

@@ -5,6 +5,7 @@
 
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportFactory};
 use netsweep_engine::pattern::dgram::DgramAccount;
+use netsweep_engine::pattern::intervals::Intervals;
 use netsweep_engine::pattern::pingpong::{self, ClientTrial};
 use netsweep_engine::pattern::{stream, TrialSignals, SLICE};
 use netsweep_model::spec::{Api, Pattern, Transport};
@@ -187,6 +188,8 @@ pub fn stream(
         s.prepare(slot, batch)?;
         s.set_recv_timeout(Some(SLICE))?;
         let mut account = DgramAccount::new(trial_cookie);
+        let mut iv = Intervals::default();
+        iv.arm_receiver(INTERVAL_NS, dur.as_nanos() as u64, 100_000_000);
         let r = stream::receiver_trial(
             s.as_mut(),
             buf.as_mut(),
@@ -196,12 +199,23 @@ pub fn stream(
             TIMEOUT,
             &mut account,
             std::time::Instant::now(),
+            &mut iv,
         );
         r.map(|c| (c, s))
     });
     let mut tx = MessageBuffer::new(size * batch, 0);
     c.prepare(size, batch)?;
-    let r = stream::sender_trial(c.as_mut(), tx.as_mut(), size, batch, dur, trial_cookie);
+    let mut iv = Intervals::default();
+    iv.arm(INTERVAL_NS, dur.as_nanos() as u64);
+    let r = stream::sender_trial(
+        c.as_mut(),
+        tx.as_mut(),
+        size,
+        batch,
+        dur,
+        trial_cookie,
+        &mut iv,
+    );
     let sent = r.as_ref().map(|c| c.clone()).unwrap_or_default();
     signals.end(sent.bytes_sent, sent.messages_sent);
     if r.is_err() {
@@ -212,7 +226,31 @@ pub fn stream(
         .map_err(|_| io::Error::other("server thread panicked"))?;
     let sent = r?;
     let (rc, s) = srv?;
+    check_intervals(&sent, &rc);
     Ok((sent, rc, s))
+}
+
+/// The timeline interval every stream of these tests keeps.
+const INTERVAL_NS: u64 = 10_000_000;
+
+/// Both sides' per-interval counts add up to their totals: bytes on both sides, datagrams
+/// received by send time on the receiver.
+fn check_intervals(tx: &SideCounters, rx: &SideCounters) {
+    let sum = |c: &SideCounters| -> (u64, u64) {
+        c.intervals
+            .iter()
+            .fold((0, 0), |(b, m), i| (b + i.bytes, m + i.messages))
+    };
+    assert_eq!(
+        sum(tx),
+        (tx.bytes_sent, tx.messages_sent),
+        "sender's intervals"
+    );
+    let (bytes, messages) = sum(rx);
+    assert_eq!(bytes, rx.bytes_received, "receiver's intervals");
+    if let Some(d) = &rx.datagrams {
+        assert_eq!(messages, d.received, "receiver's datagrams by send time");
+    }
 }
 
 /// Runs `f` on a thread inside network namespace `ns` (None: this one).

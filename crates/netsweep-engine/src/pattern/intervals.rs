@@ -1,0 +1,92 @@
+//! A stream trial's per-interval counts (`--interval`): buckets sized before the trial and
+//! indexed by time in the timed loop without allocating, reported in the trial's counters.
+
+use netsweep_model::spec::MAX_INTERVALS;
+use netsweep_proto::messages::IntervalCounts;
+
+/// The most buckets one side keeps: a trial's intervals and a quarter more for a receiver
+/// still draining after the sender stopped. Whatever arrives later is counted in the last
+/// bucket, whose length the client takes from the side's last receive.
+const MAX_BUCKETS: u64 = MAX_INTERVALS + MAX_INTERVALS / 4 + 64;
+
+/// One side's counts per interval for one trial; inactive (interval 0) without a timeline.
+#[derive(Debug, Default)]
+pub struct Intervals {
+    /// Length of one interval, ns; 0: none kept.
+    interval_ns: u64,
+    counts: Vec<IntervalCounts>,
+}
+
+impl Intervals {
+    /// Readies the buckets for a trial lasting up to `span_ns` in intervals of `interval_ns`
+    /// (0: none kept). Allocates only when a trial needs more buckets than an earlier one.
+    pub fn arm(&mut self, interval_ns: u64, span_ns: u64) {
+        self.interval_ns = interval_ns;
+        self.counts.clear();
+        if interval_ns != 0 {
+            let n = span_ns.div_ceil(interval_ns).clamp(1, MAX_BUCKETS) as usize;
+            self.counts.resize(n, IntervalCounts::default());
+        }
+    }
+
+    /// Buckets for a receiver whose sender sends for `duration_ns`: the trial, a quarter
+    /// more and `drain_ns` for what is still on its way.
+    pub fn arm_receiver(&mut self, interval_ns: u64, duration_ns: u64, drain_ns: u64) {
+        self.arm(interval_ns, duration_ns + duration_ns / 4 + drain_ns);
+    }
+
+    /// Counts `bytes` and `messages` in the interval holding `t_ns` (ns on this side's
+    /// clock); nothing when inactive.
+    #[inline]
+    pub fn add(&mut self, t_ns: u64, bytes: u64, messages: u64) {
+        if self.interval_ns == 0 {
+            return;
+        }
+        let last = self.counts.len() - 1;
+        let c = &mut self.counts[((t_ns / self.interval_ns) as usize).min(last)];
+        c.bytes += bytes;
+        c.messages += messages;
+    }
+
+    /// The counts, trailing empty intervals left out (none when inactive).
+    pub fn report(&self) -> Vec<IntervalCounts> {
+        let end = self
+            .counts
+            .iter()
+            .rposition(|c| c.bytes != 0 || c.messages != 0)
+            .map_or(0, |i| i + 1);
+        self.counts[..end].to_vec()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_land_in_their_interval_and_trailing_empties_are_dropped() {
+        let mut iv = Intervals::default();
+        iv.add(5, 1, 1);
+        assert!(iv.report().is_empty());
+        iv.arm(100, 250);
+        assert_eq!(iv.counts.len(), 3);
+        iv.add(0, 10, 1);
+        iv.add(99, 10, 1);
+        iv.add(100, 7, 0);
+        // Beyond the buckets: the last one.
+        iv.add(10_000, 0, 2);
+        let r = iv.report();
+        assert_eq!(
+            r.iter().map(|c| (c.bytes, c.messages)).collect::<Vec<_>>(),
+            [(20, 2), (7, 0), (0, 2)]
+        );
+        iv.arm(100, 1000);
+        iv.add(150, 3, 0);
+        assert_eq!(iv.report().len(), 2);
+        iv.arm(0, 1000);
+        iv.add(150, 3, 0);
+        assert!(iv.report().is_empty());
+        iv.arm_receiver(1_000_000, 100_000_000, 60_000_000);
+        assert_eq!(iv.counts.len(), 185);
+    }
+}
