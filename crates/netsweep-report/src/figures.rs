@@ -50,6 +50,32 @@ pub(crate) fn axis(title: &str, unit: Unit) -> Axis {
     }
 }
 
+/// The x axis of the timelines: time, every point's intervals end to end.
+pub(crate) fn timeline_axis() -> Axis {
+    axis(
+        "time (points end to end, trials laid back to back)",
+        Unit::Nanos,
+    )
+}
+
+/// Each point's timeline (its samples, each starting `t_ns(sample)` after the point's
+/// first) laid after the previous point's last interval: (t, sample).
+pub(crate) fn end_to_end<'a, T: Copy + 'a>(
+    timelines: impl Iterator<Item = &'a [T]>,
+    t_ns: impl Fn(&T) -> u64,
+) -> Vec<(f64, T)> {
+    let mut out = Vec::new();
+    let mut base = 0u64;
+    for tl in timelines {
+        let step = tl.get(1).map_or(0, &t_ns);
+        for s in tl {
+            out.push(((base + t_ns(s)) as f64, *s));
+        }
+        base += tl.last().map_or(0, |s| t_ns(s) + step);
+    }
+    out
+}
+
 /// Fits both axes to the chart's data: x log; y log or linear from zero.
 fn fit(c: Chart, y_log: bool) -> Chart {
     fit_xy(c, true, y_log)
@@ -337,7 +363,8 @@ fn fairness(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
 }
 
 /// Every figure that applies to these runs, in report order. Rate runs add their load and
-/// timeline figures ([`crate::load_figures`]); runs that are all rate runs have only those
+/// timeline figures ([`crate::load_figures`]), streams with `--interval` theirs
+/// ([`crate::stream_timeline`]); runs that are all rate runs have only those
 /// (their points share one size: the figures against size say nothing).
 pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
     let load = crate::load_figures::all(runs, labels);
@@ -351,6 +378,7 @@ pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
     v.extend(loss(runs, labels));
     v.extend(cpu(runs, labels));
     v.extend(load);
+    v.extend(crate::stream_timeline::all(runs, labels));
     v.extend(fairness(runs, labels));
     v
 }

@@ -15,6 +15,7 @@ pub mod mesh;
 pub mod npout;
 pub mod openmetrics;
 pub mod plot;
+pub mod stream_timeline;
 pub mod text;
 pub mod units;
 
