@@ -229,7 +229,6 @@ fn misplaced_or_impossible_load_flags_are_usage_errors() {
 fn stalled(tag: &str, args: &[&str]) -> Value {
     const STALL: Duration = Duration::from_millis(100);
     let server = Server::start(&[]);
-    let pid = server.child.id().to_string();
     let dir = scratch(tag);
     let out = dir.join("r.json");
     let addr = server.addr.clone();
@@ -238,20 +237,8 @@ fn stalled(tag: &str, args: &[&str]) -> Value {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         run_to(&addr, &out, &a)
     });
-    server.wait_log("session 1 from");
-    let signal = |sig: &str| {
-        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
-        assert!(ok.success(), "kill {sig} {pid}");
-    };
-    // Twice, a second apart: however long the session's setup takes on a busy machine, a
-    // stall lands in a trial (one or both; either way the assertions hold).
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(300));
-        signal("-STOP");
-        std::thread::sleep(STALL);
-        signal("-CONT");
-        std::thread::sleep(Duration::from_millis(600));
-    }
+    // A stall lands in a trial (one or both; either way the assertions hold).
+    server.stall_twice(STALL, Duration::from_millis(600));
     let (o, v) = client.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(v["status"], "complete", "message: {}", v["message"]);

@@ -43,6 +43,25 @@ impl Server {
         Server { child, addr, log }
     }
 
+    /// Stops the server (SIGSTOP) for `stall` twice, 300 ms into its first session and
+    /// `gap` after the first stall ends — however long the session's setup takes on a busy
+    /// machine, one of them lands in a trial of a second or so.
+    pub fn stall_twice(&self, stall: Duration, gap: Duration) {
+        self.wait_log("session 1 from");
+        let pid = self.child.id().to_string();
+        let signal = |sig: &str| {
+            let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+            assert!(ok.success(), "kill {sig} {pid}");
+        };
+        for _ in 0..2 {
+            std::thread::sleep(Duration::from_millis(300));
+            signal("-STOP");
+            std::thread::sleep(stall);
+            signal("-CONT");
+            std::thread::sleep(gap);
+        }
+    }
+
     /// The server's thread count, from /proc.
     pub fn threads(&self) -> usize {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
