@@ -2,35 +2,10 @@
 
 use std::time::Duration;
 
-/// What every time flag says about its units, in `--help` and in errors.
-pub const TIME_UNITS: &str =
-    "a number with a unit: ns, us, ms, s or m (40ms, 0.5s, 2m); a bare number is seconds";
-
 /// Parses a time flag's value: `40ms`, `0.5s`, `2m`, `100us`; a bare number is seconds, as
 /// iperf3, netperf and NPtcp users type it. The clap value parser of every time flag.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a time: use {TIME_UNITS}"))?;
-    let secs = match unit.trim() {
-        "ns" => v / 1e9,
-        "us" | "µs" => v / 1e6,
-        "ms" => v / 1e3,
-        "s" | "" => v,
-        "m" | "min" => v * 60.0,
-        other => return Err(format!("unknown unit '{other}' in '{s}': use {TIME_UNITS}")),
-    };
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
-        return Err(format!(
-            "'{s}' is out of range: give a positive time up to a day ({TIME_UNITS})"
-        ));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    netsweep_model::time::parse_duration(s)
 }
 
 /// Parses `2%` or `0.02` (clap names the flag in its error).

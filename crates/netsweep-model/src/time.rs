@@ -1,6 +1,7 @@
-//! Wall-clock timestamps (UTC, RFC 3339) without a date library.
+//! Wall-clock timestamps (UTC, RFC 3339) without a date library, and the grammar of times
+//! (`40ms`, `0.5s`) every time flag and spec uses.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
 fn civil(days: i64) -> (i64, u32, u32) {
@@ -34,10 +35,40 @@ pub fn compact(t: SystemTime) -> String {
     format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}")
 }
 
+/// What every time value says about its units, in `--help` and in errors.
+pub const TIME_UNITS: &str =
+    "a number with a unit: ns, us, ms, s or m (40ms, 0.5s, 2m); a bare number is seconds";
+
+/// Parses a time: `40ms`, `0.5s`, `2m`, `100us`; a bare number is seconds, as iperf3,
+/// netperf and NPtcp users type it. Positive, at most a day.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a time: use {TIME_UNITS}"))?;
+    let secs = match unit.trim() {
+        "ns" => v / 1e9,
+        "us" | "µs" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" | "" => v,
+        "m" | "min" => v * 60.0,
+        other => return Err(format!("unknown unit '{other}' in '{s}': use {TIME_UNITS}")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+        return Err(format!(
+            "'{s}' is out of range: give a positive time up to a day ({TIME_UNITS})"
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn known_instants() {
