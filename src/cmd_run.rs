@@ -92,6 +92,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     for b in &spec.background {
         let flow = b.session_spec(&spec);
         flow.validate(netsweep_transport::descriptor(flow.transport))
+            .and_then(|()| b.check(&spec))
             .map_err(|e| format!("--background {}: {e}", b.text))?;
     }
     Ok(spec)

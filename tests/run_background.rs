@@ -14,9 +14,12 @@ fn background_grammar_errors_are_usage_errors_naming_what_is_allowed() {
         ("pingpong", "one of: stream"),
         (
             "stream,colour=red",
-            "keys: size, transport, priority, tos, cpu",
+            "keys: size, transport, priority, tos, cpu, start",
         ),
         ("stream,size=0", "above 0"),
+        ("stream,start=soon", "not a time"),
+        // The default trial time is 300 ms: a flow starting later never runs in it.
+        ("stream,start=400ms", "below --trial-time"),
         ("stream,priority=high", "give a number"),
         ("stream,transport=carrier-pigeon", "not a transport"),
     ] {

@@ -7,7 +7,9 @@
 //! (the client sends for as long as the measured trial lasts). Keys: `size` (message size,
 //! the `--sizes` grammar; default 64k, or 1472 for datagram transports), `transport` (default:
 //! the run's), `priority` (SO_PRIORITY on both ends; decimal or 0x hexadecimal), `tos` (IP_TOS
-//! on both ends), `cpu` (pin the background's client thread).
+//! on both ends), `cpu` (pin the background's client thread), `start` (begin sending that
+//! long into each measured trial, e.g. 500ms, so the trial's `--interval` timeline shows the
+//! load arrive; less than the trial time and `--timeout`).
 
 use crate::sizes::parse_sizes;
 use crate::spec::{Pattern, RunSpec, Transport};
@@ -17,7 +19,7 @@ use serde::{Deserialize, Serialize};
 pub const BACKGROUND_PATTERNS: &[Pattern] = &[Pattern::Stream];
 
 /// The keys a background spec may carry.
-pub const BACKGROUND_KEYS: &str = "size, transport, priority, tos, cpu";
+pub const BACKGROUND_KEYS: &str = "size, transport, priority, tos, cpu, start";
 
 /// One background flow, as asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -39,6 +41,9 @@ pub struct BackgroundSpec {
     /// CPU of the flow's client thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
+    /// How long into each measured trial the flow begins sending, ns (`None`: with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
     /// The spec as written (its label in tables and results).
     pub text: String,
 }
@@ -71,6 +76,7 @@ impl BackgroundSpec {
             priority: None,
             tos: None,
             cpu: None,
+            start_ns: None,
             text: text.trim().to_string(),
         };
         for part in parts {
@@ -94,6 +100,10 @@ impl BackgroundSpec {
                 }
                 "tos" => spec.tos = Some(number(value).ok_or_else(|| bad("give a byte 0..=255"))?),
                 "cpu" => spec.cpu = Some(number(value).ok_or_else(|| bad("give a CPU number"))?),
+                "start" => {
+                    let d = crate::time::parse_duration(value).map_err(|e| bad(&e))?;
+                    spec.start_ns = Some(d.as_nanos() as u64);
+                }
                 _ => {
                     return Err(format!(
                         "background '{text}': unknown key '{key}' (keys: {BACKGROUND_KEYS})"
@@ -117,6 +127,32 @@ impl BackgroundSpec {
             } else {
                 64 * 1024
             })
+    }
+
+    /// Checks the flow against the run; the error says the fix. A flow starting after the
+    /// trial's end would never run in it, and one whose server waits longer than `--timeout`
+    /// for its first byte gives up.
+    pub fn check(&self, run: &RunSpec) -> Result<(), String> {
+        let Some(start) = self.start_ns else {
+            return Ok(());
+        };
+        let ms = |ns: u64| ns as f64 / 1e6;
+        if start >= run.trial_time_ns {
+            return Err(format!(
+                "start={} ms is not within a {} ms trial: give a start below --trial-time",
+                ms(start),
+                ms(run.trial_time_ns)
+            ));
+        }
+        if start >= run.timeout_ns {
+            return Err(format!(
+                "start={} ms: the server waits at most --timeout ({} ms) for the flow's first \
+                 byte; raise --timeout above the start",
+                ms(start),
+                ms(run.timeout_ns)
+            ));
+        }
+        Ok(())
     }
 
     /// The flow's own session: its pattern, transport, one size, knobs on both ends; the
@@ -160,8 +196,9 @@ pub struct BackgroundFigures {
     pub bytes_sent: u64,
     /// Bytes the flow's receiver got over those trials.
     pub bytes_received: u64,
-    /// The receiver's time, summed over the trials, nanoseconds: from its arming to its last
-    /// byte (so what queued while the measured trial ran is counted when it arrives).
+    /// The receiver's time, summed over the trials, nanoseconds: from its arming (less the
+    /// flow's `start`) to its last byte (so what queued while the measured trial ran is
+    /// counted when it arrives).
     pub recv_span_ns: u64,
     /// The receiver's rate over the trials (bytes received ÷ receiving time), Mbit/s.
     pub receiver_mbps: f64,
@@ -228,6 +265,20 @@ mod tests {
         assert!(BackgroundSpec::parse("stream,size")
             .unwrap_err()
             .contains("KEY=VALUE"));
+        let late = BackgroundSpec::parse("stream,start=500ms").unwrap();
+        assert_eq!(late.start_ns, Some(500_000_000));
+        assert!(BackgroundSpec::parse("stream,start=soon")
+            .unwrap_err()
+            .contains("not a time"));
+        let mut run = run;
+        run.trial_time_ns = 1_000_000_000;
+        run.timeout_ns = 10_000_000_000;
+        assert_eq!(late.check(&run), Ok(()));
+        run.trial_time_ns = 500_000_000;
+        assert!(late.check(&run).unwrap_err().contains("--trial-time"));
+        run.trial_time_ns = 1_000_000_000;
+        run.timeout_ns = 400_000_000;
+        assert!(late.check(&run).unwrap_err().contains("raise --timeout"));
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! report, so every measured trial — warm-ups included — runs under load while the start
 //! and stop stay outside its timed loop. A background trial lasts until it is told to stop
 //! (`stream::sender_until`); what it moved during the timed trials is recorded beside the
-//! point. A flow that fails ends the run with its error.
+//! point. A flow with a `start` waits that long after it is armed before it sends (the
+//! measured trial starts meanwhile), so a timeline shows the load arrive. A flow that fails
+//! ends the run with its error.
 
 use super::{open_session, RunContext};
 use crate::error::NetError;
@@ -18,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::Scope;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest a background trial may last if never told to stop (the server's default
 /// limit on a stream trial).
@@ -50,6 +52,8 @@ struct Flow {
     stop: Arc<AtomicBool>,
     /// Whether a background trial is under way.
     running: bool,
+    /// How long into each trial the flow starts sending, ns.
+    start_ns: u64,
     figures: BackgroundFigures,
 }
 
@@ -81,13 +85,15 @@ impl Background {
             let (ev_tx, ev_rx) = mpsc::channel();
             let stop = Arc::new(AtomicBool::new(false));
             let flag = Arc::clone(&stop);
-            scope.spawn(move || flow_thread(spec, ctx, factory, &flag, cmd_rx, ev_tx));
+            let start = Duration::from_nanos(b.start_ns.unwrap_or(0));
+            scope.spawn(move || flow_thread(spec, start, ctx, factory, &flag, cmd_rx, ev_tx));
             bg.flows.push(Flow {
                 text: b.text.clone(),
                 cmds: cmd_tx,
                 events: ev_rx,
                 stop,
                 running: false,
+                start_ns: b.start_ns.unwrap_or(0),
                 figures: BackgroundFigures {
                     flow: b.text.clone(),
                     ..Default::default()
@@ -145,10 +151,12 @@ impl Background {
                 Event::Done(c) => {
                     let (client, server) = *c;
                     if keep {
-                        self.flows[i].figures.add(
+                        // The receiver's time from the flow's start (it was armed before).
+                        let f = &mut self.flows[i];
+                        f.figures.add(
                             client.bytes_sent,
                             server.bytes_received,
-                            server.recv_span_ns,
+                            server.recv_span_ns.saturating_sub(f.start_ns),
                         );
                     }
                 }
@@ -196,23 +204,37 @@ impl Background {
     }
 }
 
+/// Waits `start` (nothing when zero), or until the trial is stopped, checking every 2 ms.
+fn wait_start(start: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + start;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(2)));
+    }
+}
+
 /// A flow's thread: opens its session, then runs one background trial per command until
 /// the command channel closes, then says goodbye.
 fn flow_thread(
     spec: RunSpec,
+    start: Duration,
     ctx: &RunContext<'_>,
     factory: &dyn TransportFactory,
     stop: &AtomicBool,
     cmds: Receiver<Cmd>,
     events: Sender<Event>,
 ) {
-    if let Err(e) = flow(&spec, ctx, factory, stop, &cmds, &events) {
+    if let Err(e) = flow(&spec, start, ctx, factory, stop, &cmds, &events) {
         let _ = events.send(Event::Failed(e));
     }
 }
 
 fn flow(
     spec: &RunSpec,
+    start: Duration,
     ctx: &RunContext<'_>,
     factory: &dyn TransportFactory,
     stop: &AtomicBool,
@@ -246,6 +268,7 @@ fn flow(
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         }
         let _ = events.send(Event::Running);
+        wait_start(start, stop);
         let ep = s
             .pattern
             .endpoint()
