@@ -11,18 +11,6 @@ use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
 
-/// 10 Mbit/s each way, tbf (the lab's plain `rate`).
-const SHAPED: &str = r#"
-[[hosts]]
-name = "client"
-[[hosts]]
-name = "server"
-[[links]]
-a = "client"
-b = "server"
-rate = "10mbit"
-"#;
-
 /// Requests of 1208 bytes: + 8 (UDP) + 20 (IPv4) + 14 (Ethernet, which a veth's qdisc
 /// counts) = 1250 bytes = 10,000 bits on the link, so 10 Mbit/s carries 1000 requests/s
 /// (and as many echoes the other way).
@@ -37,7 +25,7 @@ fn f(v: &Value) -> f64 {
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn a_rate_sweep_across_a_shaped_link_finds_the_knee_at_the_shaped_rate() {
     let _l = lab_test("a_rate_sweep_across_a_shaped_link");
-    let lab = Lab::up(&Topology::parse(SHAPED).unwrap(), &run_id("rate")).unwrap();
+    let lab = Lab::up(&Topology::parse(SHAPED_10MBIT).unwrap(), &run_id("rate")).unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
     // Both ends at real-time priority (the session threads inherit the server's): the claim

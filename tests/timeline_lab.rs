@@ -11,18 +11,6 @@ use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
 
-/// 10 Mbit/s each way, tbf (the lab's plain `rate`; its queue holds 50 ms of the rate).
-const SHAPED: &str = r#"
-[[hosts]]
-name = "client"
-[[hosts]]
-name = "server"
-[[links]]
-a = "client"
-b = "server"
-rate = "10mbit"
-"#;
-
 /// TCP's goodput at 10 Mbit/s on the wire: 1448 payload bytes of each 1514-byte frame the
 /// veth's qdisc counts (1500 MTU, 20 + 20 + 12 of headers and timestamps, 14 of Ethernet).
 const GOODPUT_MBPS: f64 = 10.0 * 1448.0 / 1514.0;
@@ -64,7 +52,11 @@ fn run_in(lab: &Lab, tag: &str, args: &[&str]) -> Value {
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
     let _l = lab_test("timelines_across_a_shaped_link");
-    let lab = Lab::up(&Topology::parse(SHAPED).unwrap(), &run_id("timeline")).unwrap();
+    let lab = Lab::up(
+        &Topology::parse(SHAPED_10MBIT).unwrap(),
+        &run_id("timeline"),
+    )
+    .unwrap();
     let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
     let stream = run_in(
         &lab,

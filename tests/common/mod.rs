@@ -20,6 +20,19 @@ pub fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// A lab of two hosts joined by a link shaped to 10 Mbit/s each way with tbf (the lab's
+/// plain `rate`; its queue holds 50 ms of the rate).
+pub const SHAPED_10MBIT: &str = r#"
+[[hosts]]
+name = "client"
+[[hosts]]
+name = "server"
+[[links]]
+a = "client"
+b = "server"
+rate = "10mbit"
+"#;
+
 /// Flags that keep a test run short.
 pub const QUICK: &[&str] = &[
     "--trial-time",

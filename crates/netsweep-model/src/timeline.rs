@@ -72,11 +72,12 @@ impl StreamTimeline {
         let n = tx.len().max(rx.len());
         let zero = IntervalCounts::default();
         // The length of interval k of a side that counted `len` intervals and was active for
-        // `active_ns`: whole, but its last runs only to the side's last data call.
+        // `active_ns`: whole, but its last runs to the side's last data call — shorter, or
+        // longer when it also holds what came after the side's last bucket.
         let span = |k: usize, len: usize, active_ns: u64| -> u64 {
             let start = k as u64 * interval_ns;
             if k + 1 == len {
-                active_ns.saturating_sub(start).clamp(1, interval_ns)
+                active_ns.saturating_sub(start).max(1)
             } else {
                 interval_ns
             }
@@ -156,6 +157,25 @@ mod tests {
         let d: Vec<_> = s.iter().map(|x| x.datagrams.unwrap().lost).collect();
         assert_eq!(d, [10, 0, 20, 0, 10, 0, 20, 0]);
         assert!(tl.take().is_empty());
+    }
+
+    #[test]
+    fn a_last_interval_that_holds_a_longer_tail_is_rated_over_all_of_it() {
+        // The receiver's buckets ended at 300 ms and it received until 450 ms: its last
+        // bucket holds 150 ms more than an interval, 3.75 MB in 250 ms.
+        let tx = side(&[(1_250_000, 0), (1_250_000, 0)], 200_000_000);
+        let rx = side(
+            &[(1_250_000, 0), (1_250_000, 0), (3_750_000, 0)],
+            450_000_000,
+        );
+        let mut tl = StreamTimeline::default();
+        tl.add_trial(&tx, &rx, 100_000_000, false);
+        let s = tl.take();
+        assert!(
+            (s[2].receiver_mbps - 120.0).abs() < 1e-9,
+            "{}",
+            s[2].receiver_mbps
+        );
     }
 
     #[test]

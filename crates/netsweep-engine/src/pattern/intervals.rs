@@ -4,10 +4,12 @@
 use netsweep_model::spec::MAX_INTERVALS;
 use netsweep_proto::messages::IntervalCounts;
 
-/// The most buckets one side keeps: a trial's intervals and a quarter more for a receiver
-/// still draining after the sender stopped. Whatever arrives later is counted in the last
-/// bucket, whose length the client takes from the side's last receive.
-const MAX_BUCKETS: u64 = MAX_INTERVALS + MAX_INTERVALS / 4 + 64;
+/// The most buckets one side keeps: a trial's intervals as many again for a receiver still
+/// draining after the sender stopped (a full socket buffer behind a slow link), and a few
+/// for the last datagrams. Whatever arrives later is counted in the last bucket, whose
+/// length the client takes from the side's last receive. Full buckets of 9-digit counts
+/// make a trial report of ~0.85 MB, under the control protocol's 1 MiB frame (tested).
+const MAX_BUCKETS: u64 = 2 * MAX_INTERVALS + 64;
 
 /// One side's counts per interval for one trial; inactive (interval 0) without a timeline.
 #[derive(Debug, Default)]
@@ -29,10 +31,11 @@ impl Intervals {
         }
     }
 
-    /// Buckets for a receiver whose sender sends for `duration_ns`: the trial, a quarter
-    /// more and `drain_ns` for what is still on its way.
+    /// Buckets for a receiver whose sender sends for `duration_ns`: the trial, as long again
+    /// for a socket buffer draining behind a slow path, and `drain_ns` for what is still on
+    /// its way.
     pub fn arm_receiver(&mut self, interval_ns: u64, duration_ns: u64, drain_ns: u64) {
-        self.arm(interval_ns, duration_ns + duration_ns / 4 + drain_ns);
+        self.arm(interval_ns, 2 * duration_ns + drain_ns);
     }
 
     /// Counts `bytes` and `messages` in the interval holding `t_ns` (ns on this side's
@@ -87,6 +90,24 @@ mod tests {
         iv.add(150, 3, 0);
         assert!(iv.report().is_empty());
         iv.arm_receiver(1_000_000, 100_000_000, 60_000_000);
-        assert_eq!(iv.counts.len(), 185);
+        assert_eq!(iv.counts.len(), 260);
+    }
+
+    #[test]
+    fn the_most_buckets_fit_in_one_trial_report() {
+        // Every bucket full at 1 ms intervals of a 1 Tbit/s path, datagrams of one byte.
+        let mut iv = Intervals::default();
+        iv.arm(1_000_000, u64::MAX / 2);
+        assert_eq!(iv.counts.len() as u64, MAX_BUCKETS);
+        for k in 0..MAX_BUCKETS {
+            iv.add(k * 1_000_000, 125_000_000, 125_000_000);
+        }
+        let counters = netsweep_proto::SideCounters {
+            intervals: iv.report(),
+            ..Default::default()
+        };
+        let msg = netsweep_proto::ServerMsg::TrialReport { trial: 1, counters };
+        let len = netsweep_proto::encode_message(&msg).unwrap().len();
+        assert!(len < netsweep_proto::MAX_FRAME, "{len} bytes");
     }
 }
