@@ -146,7 +146,9 @@ pub struct RunArgs {
     pub flows: u32,
 
     /// Data threads per side for --flows (neper -T): flows beyond it share a thread through
-    /// epoll. Default: one per CPU, at most the flows.
+    /// epoll; a thread with one stream flow lets its calls block (iperf2's thread per flow).
+    /// Default: stream one per flow (up to 64, or the CPUs if more), pingpong and rate one
+    /// per CPU; at most the flows.
     #[arg(long, default_value_t = 0, value_name = "T", hide_default_value = true)]
     pub threads: u32,
 

@@ -72,26 +72,21 @@ fn answered_on_both_ends(f: &Value, size: u64) -> u64 {
     n
 }
 
-fn stream_counts_match(tag: &str, transport: &str) {
-    let v = served(
-        tag,
-        &[
-            "-t",
-            transport,
-            "-p",
-            "stream",
-            "-P",
-            "4",
-            "--threads",
-            "2",
-            "--sizes",
-            "1,64k",
-        ],
-    );
+/// Four stream flows on `threads` threads per side (None: the default, a thread per flow,
+/// each blocking in its calls; 2: two flows per thread in epoll).
+fn stream_counts_match(tag: &str, transport: &str, threads: Option<u64>) {
+    let t = threads.map(|t| t.to_string());
+    let mut args = vec![
+        "-t", transport, "-p", "stream", "-P", "4", "--sizes", "1,64k",
+    ];
+    if let Some(t) = &t {
+        args.extend(["--threads", t.as_str()]);
+    }
+    let v = served(tag, &args);
     assert_eq!(v["spec"]["flows"], 4);
     assert_eq!(points(&v).len(), 2);
     for p in points(&v) {
-        let per = flows_of(p, 4, 2);
+        let per = flows_of(p, 4, threads.unwrap_or(4));
         let (mut sent, mut got) = (0, 0);
         for f in per {
             let (c, s) = (&f["client"], &f["server"]);
@@ -116,12 +111,22 @@ fn stream_counts_match(tag: &str, transport: &str) {
 
 #[test]
 fn tcp_stream_flows_count_the_same_bytes_on_both_ends_per_flow() {
-    stream_counts_match("flows-tcp", "tcp");
+    stream_counts_match("flows-tcp", "tcp", Some(2));
+}
+
+#[test]
+fn tcp_stream_flows_default_to_a_blocking_thread_each_and_count_every_byte() {
+    stream_counts_match("flows-tcp-own", "tcp", None);
 }
 
 #[test]
 fn unix_stream_flows_count_the_same_bytes_on_both_ends_per_flow() {
-    stream_counts_match("flows-unix", "unix-stream");
+    stream_counts_match("flows-unix", "unix-stream", Some(2));
+}
+
+#[test]
+fn unix_stream_flows_on_a_thread_each_count_every_byte() {
+    stream_counts_match("flows-unix-own", "unix-stream", None);
 }
 
 #[test]
@@ -378,7 +383,14 @@ fn reports_show_the_flows_figures_in_text_and_csv() {
         );
     }
     let table = String::from_utf8(run(&["report", f]).stdout).unwrap();
-    assert!(table.contains("flows: 3 at once"), "{table}");
+    // A stream's default: a data thread per flow on each side, said in the header.
+    assert!(
+        table.contains("flows: 3 at once (--threads one per flow)"),
+        "{table}"
+    );
+    for p in points(&v) {
+        flows_of(p, 3, 3);
+    }
     assert_eq!(table.matches(" · fair ").count(), 2, "{table}");
     // The fairness plot is drawn for flows runs only.
     let svg = dir.join("svg");

@@ -359,7 +359,8 @@ pub struct RunSpec {
     /// `--flows`: concurrent data connections (1 for a single flow).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub flows: u32,
-    /// `--threads`: data threads per side for the flows (0: one per CPU, at most the flows).
+    /// `--threads`: data threads per side for the flows (0: one per flow up to 64 for a
+    /// stream, one per CPU otherwise; at most the flows).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub threads: u32,
     /// Knobs applied on the client's endpoint.

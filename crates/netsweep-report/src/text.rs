@@ -42,7 +42,9 @@ pub fn header(run: &RunResult) -> String {
             "flows: {} at once (--threads {}); each row ends with [the aggregate · Jain's \
              fairness index over the flows · the start skew across data threads]",
             s.flows,
-            if s.threads == 0 {
+            if s.threads == 0 && s.pattern == Pattern::Stream {
+                "one per flow".to_string()
+            } else if s.threads == 0 {
                 "one per CPU".to_string()
             } else {
                 s.threads.to_string()

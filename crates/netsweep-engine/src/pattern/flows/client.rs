@@ -166,7 +166,7 @@ pub(super) fn connect(o: &ClientOpen<'_>) -> Result<Opened, NetError> {
         eps.push(ep);
     }
     let granted = eps[0].granted();
-    let threads = thread_count(o.spec.threads, n);
+    let threads = thread_count(o.spec.threads, n, o.spec.pattern);
     let pool = Pool::spawn(eps, threads, o.spec.client_knobs.cpu)
         .map_err(|m| NetError::Refused(format!("client side: {m}")))?;
     let memory_note = match (before, rss_kib()) {

@@ -118,6 +118,41 @@ impl Epoll {
     }
 }
 
+/// Makes `sock` blocking (`on` false) or non-blocking, with send and receive timeouts of
+/// `timeout_ms` while blocking (0: none).
+pub(super) fn set_blocking(sock: RawFd, on: bool, timeout_ms: i32) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: (timeout_ms / 1000) as libc::time_t,
+        tv_usec: ((timeout_ms % 1000) * 1000) as libc::suseconds_t,
+    };
+    // SAFETY: fcntl and setsockopt on a descriptor the caller's endpoint owns; `tv` lives
+    // for the calls and its size is passed.
+    unsafe {
+        let flags = libc::fcntl(sock, libc::F_GETFL);
+        let flags = if on {
+            flags & !libc::O_NONBLOCK
+        } else {
+            flags | libc::O_NONBLOCK
+        };
+        if libc::fcntl(sock, libc::F_SETFL, flags) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for opt in [libc::SO_SNDTIMEO, libc::SO_RCVTIMEO] {
+            let rc = libc::setsockopt(
+                sock,
+                libc::SOL_SOCKET,
+                opt,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            );
+            if rc < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Makes `sock` non-blocking (outside timed loops: the flows' threads wait in epoll).
 pub(super) fn set_nonblocking(sock: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor the caller's endpoint owns; no pointers.

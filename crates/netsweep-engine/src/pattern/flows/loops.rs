@@ -1,6 +1,7 @@
 //! The timed loops of a flows data thread, one per [`Role`](super::pool::Role): each waits
 //! for its flows in epoll (level-triggered) and moves data on the ready ones without
-//! blocking. Nothing here allocates, logs or locks; the other threads are read only through
+//! blocking — or, on a stream thread with one flow, calls it directly and lets the call
+//! block (with a timeout, so the loop still sees the clock and the flags). Nothing here allocates, logs or locks; the other threads are read only through
 //! atomics, and only once the client ended the trial.
 
 use super::epoll::{IN, OUT};
@@ -13,11 +14,13 @@ use std::time::Instant;
 /// thread; level-triggered epoll brings the flow back if it still has room or data).
 const BURST: usize = 16;
 
-/// How long a wait blocks while the trial runs, ms (the loops check the clock after each).
-const WAIT_MS: i32 = 10;
+/// How long a wait blocks while the trial runs, ms (the loops check the clock after each);
+/// a blocking sender's send timeout.
+pub(super) const WAIT_MS: i32 = 10;
 
-/// The same, once the client has ended the trial and a receiver waits for the last bytes.
-const TAIL_MS: i32 = 1;
+/// The same, once the client has ended the trial and a receiver waits for the last bytes;
+/// a blocking receiver's receive timeout (it cannot shorten its wait once the trial ends).
+pub(super) const TAIL_MS: i32 = 1;
 
 fn eof() -> io::Error {
     io::Error::new(
@@ -39,9 +42,9 @@ pub(super) fn stream_send(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
     let size = job.size;
     let start = Instant::now();
     let end = loop {
-        let n = w.epoll.wait(WAIT_MS)?;
+        let n = w.wait(WAIT_MS)?;
         for k in 0..n {
-            let i = w.epoll.ready(k);
+            let i = w.flow(k);
             let st = &mut w.state[i];
             let f = &mut w.counts[i];
             for _ in 0..BURST {
@@ -123,10 +126,10 @@ fn server_loop(
     let mut timed_out = false;
     loop {
         let tail = sh.ended.load(std::sync::atomic::Ordering::Relaxed);
-        let n = w.epoll.wait(if tail { TAIL_MS } else { WAIT_MS })?;
+        let n = w.wait(if tail { TAIL_MS } else { WAIT_MS })?;
         let before = count;
         for k in 0..n {
-            let i = w.epoll.ready(k);
+            let i = w.flow(k);
             count += serve(w, i)?;
         }
         if count > before {
@@ -240,9 +243,9 @@ pub(super) fn rr_client(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<Lo
     let mut progress_at = start;
     let mut now = start;
     while outstanding > 0 {
-        let n = w.epoll.wait(WAIT_MS)?;
+        let n = w.wait(WAIT_MS)?;
         for k in 0..n {
-            let i = w.epoll.ready(k);
+            let i = w.flow(k);
             if w.state[i].sending {
                 push(w, i, size)?;
             } else if pull(w, i, size)? {

@@ -1,7 +1,7 @@
 //! `--flows N`: N concurrent data connections of the session's transport, for stream (each
 //! flow sends for the trial time), pingpong (neper's tcp_rr: one request outstanding per
 //! flow) and rate (each flow on its own schedule, `rate`), served on each side by `--threads T` data threads that wait for their flows in
-//! epoll (`pool`, `epoll`, `loops`). The engine's shared point loop drives it like any
+//! epoll, or block in the calls of their one stream flow (`pool`, `epoll`, `loops`). The engine's shared point loop drives it like any
 //! pattern: [`registration`] gives the flows variant of a pattern, whose `ClientPattern`
 //! (`client`) and `ServerPattern` (`server`) hand each trial to the threads and fold their
 //! per-flow counts into the point.
@@ -54,11 +54,23 @@ pub fn registration(pattern: Pattern) -> Option<&'static Registration> {
 /// Most data threads one side of a session runs, whatever the client asks.
 pub const MAX_THREADS: usize = 256;
 
-/// Data threads per side: `asked` (0: one per CPU this process may use), at most the flows
-/// and [`MAX_THREADS`].
-pub fn thread_count(asked: u32, flows: u32) -> usize {
+/// Most data threads a stream session runs by default: one per flow up to here, then flows
+/// share them (at least one per CPU on a larger host).
+pub const STREAM_THREADS: usize = 64;
+
+/// Data threads per side: `asked`, or by default (`asked` 0) one per flow for a stream (at
+/// most [`STREAM_THREADS`] or the CPUs, whichever is more) — a thread with one stream flow
+/// lets its calls block, iperf2's way, which moved more bytes than flows sharing a thread in
+/// epoll (docs/performance-flows.md) — and one per CPU this process may use for the other
+/// patterns (neper's way: a request/response flow waits on the network, not the CPU). Never
+/// more than the flows or [`MAX_THREADS`].
+pub fn thread_count(asked: u32, flows: u32, pattern: Pattern) -> usize {
     let cpus = crate::meter::allowed_cpus().len().max(1);
-    let t = if asked == 0 { cpus } else { asked as usize };
+    let t = match (asked, pattern) {
+        (0, Pattern::Stream) => STREAM_THREADS.max(cpus),
+        (0, _) => cpus,
+        _ => asked as usize,
+    };
     t.clamp(1, (flows.max(1) as usize).min(MAX_THREADS))
 }
 
@@ -149,13 +161,24 @@ mod tests {
     }
 
     #[test]
-    fn threads_default_to_the_cpus_and_never_exceed_the_flows() {
-        assert_eq!(thread_count(8, 4), 4);
-        assert_eq!(thread_count(2, 1000), 2);
-        assert_eq!(thread_count(0, 1), 1);
-        assert_eq!(thread_count(4096, 4096), MAX_THREADS);
+    fn threads_default_to_a_flow_each_for_streams_and_the_cpus_otherwise() {
         let cpus = crate::meter::allowed_cpus().len().max(1);
-        assert_eq!(thread_count(0, 4096), cpus);
+        for p in [Pattern::Stream, Pattern::Pingpong, Pattern::Rate] {
+            assert_eq!(thread_count(8, 4, p), 4);
+            assert_eq!(thread_count(2, 1000, p), 2);
+            assert_eq!(thread_count(0, 1, p), 1);
+            assert_eq!(thread_count(4096, 4096, p), MAX_THREADS);
+        }
+        assert_eq!(
+            thread_count(0, 4096, Pattern::Pingpong),
+            cpus.min(MAX_THREADS)
+        );
+        assert_eq!(thread_count(0, 4096, Pattern::Rate), cpus.min(MAX_THREADS));
+        assert_eq!(thread_count(0, 8, Pattern::Stream), 8);
+        assert_eq!(
+            thread_count(0, 4096, Pattern::Stream),
+            STREAM_THREADS.max(cpus).min(MAX_THREADS)
+        );
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl Server {
         }
         let eps: Vec<Box<dyn Endpoint>> = slots.into_iter().flatten().collect();
         let granted = eps[0].granted();
-        let pool = Pool::spawn(eps, thread_count(o.threads, n), o.cpu)
+        let pool = Pool::spawn(eps, thread_count(o.threads, n, role.pattern()), o.cpu)
             .map_err(|m| format!("server side: {m}"))?;
         Ok(Box::new(Self {
             role,
