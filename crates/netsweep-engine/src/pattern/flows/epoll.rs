@@ -50,6 +50,11 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_ADD, sock, index, events)
     }
 
+    /// Takes `sock` out of the set.
+    pub(super) fn remove(&self, sock: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, sock, 0, 0)
+    }
+
     /// Changes what flow `index` (on `sock`) waits for.
     #[inline]
     pub(super) fn modify(&self, sock: RawFd, index: usize, events: u32) -> io::Result<()> {

@@ -408,22 +408,30 @@ impl Worker {
         }
         // A stream thread with one flow lets its calls block (iperf2's thread per flow): on
         // two CPUs, 8 flows each on a thread of its own moved 1.3× the bytes they moved in
-        // epoll, whose waits left the CPUs idle 12% of the time (docs/performance.md).
+        // epoll, whose waits left the CPUs idle 12% of the time (docs/performance-flows.md).
+        // Its socket leaves the epoll set meanwhile, so no wake-up also runs epoll's callback.
         let blocking =
             self.eps.len() == 1 && matches!(job.role, Role::StreamSend | Role::StreamRecv);
         if blocking != self.blocking {
+            let st = &mut self.state[0];
             let ms = match job.role {
                 _ if !blocking => 0,
                 Role::StreamSend => loops::WAIT_MS,
                 _ => loops::TAIL_MS,
             };
-            epoll::set_blocking(self.state[0].fd, blocking, ms)?;
+            if blocking {
+                self.epoll.remove(st.fd)?;
+            } else {
+                self.epoll.add(st.fd, 0, IN)?;
+                st.want_out = false;
+            }
+            epoll::set_blocking(st.fd, blocking, ms)?;
             self.blocking = blocking;
         }
         // A stream sender waits for room to send; every other loop for data to receive.
         let out = job.role == Role::StreamSend;
         for (i, st) in self.state.iter_mut().enumerate() {
-            if st.want_out != out {
+            if !self.blocking && st.want_out != out {
                 self.epoll.modify(st.fd, i, if out { OUT } else { IN })?;
             }
             (st.off, st.sending, st.want_out) = (0, false, out);
