@@ -32,8 +32,10 @@ impl Endpoint for Sock {
     }
 }
 
+type Ends = Vec<Box<dyn Endpoint>>;
+
 /// `n` socketpairs: the sending ends, the receiving ends, and the descriptors of both.
-fn pairs(n: usize) -> (Vec<Box<dyn Endpoint>>, Vec<Box<dyn Endpoint>>, Vec<RawFd>) {
+fn pairs(n: usize) -> (Ends, Ends, Vec<RawFd>) {
     let (mut tx, mut rx, mut fds) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let (a, b) = UnixStream::pair().unwrap();
@@ -55,8 +57,11 @@ fn job(role: Role, size: usize) -> Job {
     }
 }
 
-/// Whether `fd` blocks, and its send and receive timeouts in ms.
-fn mode(fd: RawFd) -> (bool, u64, u64) {
+/// Whether a descriptor blocks, and its send and receive timeouts in ms.
+type Mode = (bool, u64, u64);
+
+/// `fd`'s [`Mode`].
+fn mode(fd: RawFd) -> Mode {
     // SAFETY: fcntl and getsockopt on a descriptor the test's pools own; `tv` and `len`
     // live for the calls.
     unsafe {
@@ -81,7 +86,7 @@ fn mode(fd: RawFd) -> (bool, u64, u64) {
 /// One stream trial of `flows` flows on `threads` threads per side: returns the bytes the
 /// senders counted per flow, those the receivers counted, and every descriptor's mode as
 /// the trial left it (sending ends first).
-fn stream_trial(flows: usize, threads: usize) -> (Vec<u64>, Vec<u64>, Vec<(bool, u64, u64)>) {
+fn stream_trial(flows: usize, threads: usize) -> (Vec<u64>, Vec<u64>, Vec<Mode>) {
     let (tx, rx, fds) = pairs(flows);
     let senders = Pool::spawn(tx, threads, None).unwrap();
     let receivers = Pool::spawn(rx, threads, None).unwrap();
