@@ -180,7 +180,12 @@ pub fn notes(run: &RunResult) -> String {
     let mut out = String::new();
     for (label, first, sizes) in groups {
         if sizes.len() == 1 {
-            let _ = writeln!(out, "* {} at {}: {first}", label, units::size(sizes[0]));
+            // The label once: "* memory at 1 KiB: opening …", not "… at 1 KiB: memory: …".
+            let at = units::size(sizes[0]);
+            let _ = match first.split_once(':') {
+                Some((_, detail)) => writeln!(out, "* {label} at {at}:{detail}"),
+                None => writeln!(out, "* {label} at {at}"),
+            };
         } else {
             let _ = write!(
                 out,
@@ -482,6 +487,27 @@ pub fn render(run: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_note_under_the_table_names_its_label_once() {
+        let mut run: RunResult =
+            serde_json::from_str(include_str!("../../../tests/golden/tcp-pingpong.json")).unwrap();
+        run.points.truncate(2);
+        run.points.iter_mut().for_each(|p| p.notes.clear());
+        run.points[0].notes = vec!["memory: opening 4 flows took 12 KiB".into()];
+        run.points[1].notes = vec!["a note without a colon".into()];
+        let s = notes(&run);
+        let (a, b) = (
+            units::size(run.points[0].size),
+            units::size(run.points[1].size),
+        );
+        assert_eq!(
+            s,
+            format!(
+                "* memory at {a}: opening 4 flows took 12 KiB\n* a note without a colon at {b}\n"
+            )
+        );
+    }
 
     #[test]
     fn refused_sends_get_a_note_per_errno() {
