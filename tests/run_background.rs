@@ -22,6 +22,8 @@ fn background_grammar_errors_are_usage_errors_naming_what_is_allowed() {
         ("stream,start=400ms", "below --trial-time"),
         ("stream,priority=high", "give a number"),
         ("stream,transport=carrier-pigeon", "not a transport"),
+        // An MPI run has one session (rank 1 serves it): no MPI flow in the background.
+        ("stream,transport=mpi", "-t mpi has one"),
     ] {
         let o = run(&["run", "--no-save", "--sizes", "1", "--background", spec]);
         let err = String::from_utf8_lossy(&o.stderr);

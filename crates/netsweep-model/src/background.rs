@@ -133,6 +133,12 @@ impl BackgroundSpec {
     /// trial's end would never run in it, and one whose server waits longer than `--timeout`
     /// for its first byte gives up.
     pub fn check(&self, run: &RunSpec) -> Result<(), String> {
+        if run.transport == Transport::Mpi || self.transport_in(run) == Transport::Mpi {
+            // Rank 1 serves one session, and the MPI calls of a rank are serialised on one
+            // data path (thread level SERIALIZED): a second session has nowhere to go.
+            return Err("a background flow needs a session of its own, and -t mpi has one                         (rank 1 serves the measured run): load an MPI run from another tool,                         or measure under load over tcp or udp"
+                .into());
+        }
         let Some(start) = self.start_ns else {
             return Ok(());
         };
@@ -279,6 +285,15 @@ mod tests {
         run.trial_time_ns = 1_000_000_000;
         run.timeout_ns = 400_000_000;
         assert!(late.check(&run).unwrap_err().contains("raise --timeout"));
+        // MPI has one session per run: no background flow of it, nor beside it.
+        run.timeout_ns = 10_000_000_000;
+        let mpi = BackgroundSpec::parse("stream,transport=mpi").unwrap();
+        assert!(mpi.check(&run).unwrap_err().contains("-t mpi"));
+        let mut on_mpi = run.clone();
+        on_mpi.transport = Transport::Mpi;
+        let plain = BackgroundSpec::parse("stream").unwrap();
+        assert!(plain.check(&on_mpi).unwrap_err().contains("-t mpi"));
+        assert_eq!(plain.check(&run), Ok(()));
     }
 
     #[test]
