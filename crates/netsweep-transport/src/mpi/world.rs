@@ -1,5 +1,6 @@
 //! The MPI world of a `-t mpi` run: MPI is initialised once per process (thread level
-//! MULTIPLE: the server's data thread makes the MPI calls), the world must hold exactly two
+//! SERIALIZED: rank 1's session thread takes the cookie and its data thread then makes every
+//! data-path call, never two at once), the world must hold exactly two
 //! ranks, and before the session rank 0 (the client) and rank 1 (the server) exchange, over
 //! MPI, what the control connection needs: rank 0's host and a fresh session key, then the
 //! port rank 1 listens on. Every wait for the other rank is bounded.
@@ -63,7 +64,9 @@ pub fn under_launcher() -> bool {
 
 /// Initialises MPI (once) and checks the world: two ranks, thread level at least
 /// SERIALIZED (the server's data thread makes every data-path call while the control thread
-/// waits). Errors say what to do.
+/// waits). SERIALIZED is asked, not MULTIPLE: nothing more is needed, and a library may lock
+/// more for MULTIPLE (Debian's Open MPI 4.1 locks its matching for any level above SINGLE,
+/// docs/mpi.md). Errors say what to do.
 pub fn start() -> Result<&'static WorldInfo, String> {
     if let Some(w) = WORLD.get() {
         return Ok(w);
@@ -71,7 +74,7 @@ pub fn start() -> Result<&'static WorldInfo, String> {
     if !under_launcher() {
         return Err(NOT_STARTED.into());
     }
-    let (universe, level) = ::mpi::initialize_with_threading(Threading::Multiple)
+    let (universe, level) = ::mpi::initialize_with_threading(Threading::Serialized)
         .ok_or("MPI was already initialised in this process")?;
     let world = universe.world();
     let (rank, size) = (world.rank(), world.size());
