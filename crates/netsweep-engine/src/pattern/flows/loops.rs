@@ -250,8 +250,9 @@ pub(super) fn rr_client(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<Lo
                 push(w, i, size)?;
             } else if pull(w, i, size)? {
                 let t = Instant::now();
-                w.hist
-                    .record(t.duration_since(w.state[i].t0).as_nanos() as u64);
+                if let Some(h) = w.hist.as_mut() {
+                    h.record(t.duration_since(w.state[i].t0).as_nanos() as u64);
+                }
                 progress_at = t;
                 if stopping {
                     outstanding -= 1;

@@ -145,7 +145,10 @@ pub(super) struct Worker {
     pub(super) epoll: Epoll,
     pub(super) tx: Vec<u8>,
     pub(super) rx: Vec<u8>,
-    pub(super) hist: LatencyHistogram,
+    /// Round trips (rr clients) or latencies (rate clients): made by the first trial that
+    /// needs one (a histogram is ~270 KiB, written whole when made; a stream thread per
+    /// flow would otherwise pay it per flow).
+    pub(super) hist: Option<LatencyHistogram>,
     pub(super) send_calls: u64,
     pub(super) recv_calls: u64,
     /// Rate, client: the schedules and the replies' accounting.
@@ -355,7 +358,7 @@ impl Worker {
             epoll,
             tx: Vec::new(),
             rx: Vec::new(),
-            hist: LatencyHistogram::new(),
+            hist: None,
             send_calls: 0,
             recv_calls: 0,
             rate: super::rate::RateState::default(),
@@ -396,7 +399,9 @@ impl Worker {
         if self.rx.len() < rx {
             self.rx = vec![0; rx];
         }
-        self.hist.reset();
+        if matches!(job.role, Role::RrClient | Role::RateClient) {
+            self.hist.get_or_insert_with(LatencyHistogram::new).reset();
+        }
         if job.role == Role::RateClient {
             let flows = self.eps.len();
             // This thread's j-th flow is flow `index + threads·j` of the session.
@@ -491,7 +496,7 @@ fn trial(w: &mut Worker, index: usize, shared: &Shared, job: &Job) -> io::Result
             t.saturating_duration_since(job.epoch).as_nanos() as u64
         }),
         timed_out: end.timed_out,
-        hist: matches!(job.role, Role::RrClient | Role::RateClient).then(|| w.hist.clone()),
+        hist: w.hist.clone(),
         rate: (job.role == Role::RateClient).then(|| w.rate.report()),
     })
 }

@@ -155,3 +155,22 @@ fn stream_threads_sharing_flows_wait_in_epoll_and_count_every_byte() {
     assert_eq!(sent, got);
     assert!(modes.iter().all(|&m| m == (false, 0, 0)), "{modes:?}");
 }
+
+#[test]
+fn only_threads_that_time_requests_carry_a_histogram() {
+    // A histogram is ~270 KiB written whole: a stream thread per flow must not pay it.
+    let (tx, _rx, _) = pairs(1);
+    let mut w = Worker::new(tx).unwrap();
+    assert!(w.hist.is_none());
+    for role in [
+        Role::StreamSend,
+        Role::StreamRecv,
+        Role::RrServer,
+        Role::RateServer,
+    ] {
+        w.ready(&job(role, 64), 0, 1).unwrap();
+        assert!(w.hist.is_none(), "{role:?}");
+    }
+    w.ready(&job(Role::RrClient, 64), 0, 1).unwrap();
+    assert_eq!(w.hist.as_ref().map(|h| h.count()), Some(0));
+}

@@ -73,7 +73,9 @@ pub(super) struct RateReport {
     pub(super) due_by: [u64; CHECKPOINTS],
     /// Answers first counted at each checkpoint (see `rate::loops::Received`).
     pub(super) arrived_at: [u64; CHECKPOINTS],
-    pub(super) lateness: LatencyHistogram,
+    /// Allocated by the first trial of a rate client (a histogram is ~270 KiB, written
+    /// whole when made: no other thread pays for one).
+    pub(super) lateness: Option<LatencyHistogram>,
 }
 
 /// A thread's schedules and the replies' accounting, sized before each trial.
@@ -136,10 +138,10 @@ impl RateState {
         self.cookie = job.cookie;
         self.grace_ns = job.grace_ns;
         self.duration_ns = duration_ns;
-        let mut lateness = std::mem::take(&mut self.r.lateness);
+        let mut lateness = self.r.lateness.take().unwrap_or_default();
         lateness.reset();
         self.r = RateReport {
-            lateness,
+            lateness: Some(lateness),
             ..Default::default()
         };
     }
@@ -210,7 +212,9 @@ fn request(w: &mut Worker, i: usize, size: usize, now: u64) -> io::Result<()> {
         (f.done, w.rate.r.truncated) = (true, true);
         return Ok(());
     }
-    w.rate.r.lateness.record(now.saturating_sub(f.next));
+    if let Some(h) = w.rate.r.lateness.as_mut() {
+        h.record(now.saturating_sub(f.next));
+    }
     (f.stamp, f.off, f.sending) = ((f.seq, f.next), 0, true);
     f.seq += 1;
     f.next = f.sched.next_due();
@@ -247,7 +251,9 @@ fn reply(w: &mut Worker, i: usize, size: usize, now: u64) {
         r.r.late += 1;
         return;
     }
-    w.hist.record(latency);
+    if let Some(h) = w.hist.as_mut() {
+        h.record(latency);
+    }
 }
 
 /// A ready flow: resumes its request if one is cut short, then reads its replies.

@@ -96,7 +96,9 @@ impl Client {
                 self.trial_hist.merge(h).map_err(merge_err)?;
             }
             let Some(x) = &r.rate else { continue };
-            self.trial_lateness.merge(&x.lateness).map_err(merge_err)?;
+            if let Some(l) = &x.lateness {
+                self.trial_lateness.merge(l).map_err(merge_err)?;
+            }
             self.trial.add(&Totals {
                 sent: x.sent,
                 received: x.received,
