@@ -123,8 +123,8 @@ impl Epoll {
     }
 }
 
-/// Makes `sock` blocking (`on` false) or non-blocking, with send and receive timeouts of
-/// `timeout_ms` while blocking (0: none).
+/// Makes `sock` blocking (`on`), with send and receive timeouts of `timeout_ms` (0: none),
+/// or non-blocking again (`on` false; give 0 to clear the timeouts).
 pub(super) fn set_blocking(sock: RawFd, on: bool, timeout_ms: i32) -> io::Result<()> {
     let tv = libc::timeval {
         tv_sec: (timeout_ms / 1000) as libc::time_t,
@@ -134,6 +134,9 @@ pub(super) fn set_blocking(sock: RawFd, on: bool, timeout_ms: i32) -> io::Result
     // for the calls and its size is passed.
     unsafe {
         let flags = libc::fcntl(sock, libc::F_GETFL);
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
         let flags = if on {
             flags & !libc::O_NONBLOCK
         } else {

@@ -1,8 +1,9 @@
 //! The timed loops of a flows data thread, one per [`Role`](super::pool::Role): each waits
 //! for its flows in epoll (level-triggered) and moves data on the ready ones without
 //! blocking — or, on a stream thread with one flow, calls it directly and lets the call
-//! block (with a timeout, so the loop still sees the clock and the flags). Nothing here allocates, logs or locks; the other threads are read only through
-//! atomics, and only once the client ended the trial.
+//! block (with a timeout, so the loop still sees the clock and the flags). Nothing here
+//! allocates, logs or locks; the other threads are read only through atomics, and only once
+//! the client ended the trial.
 
 use super::epoll::{IN, OUT};
 use super::pool::{Job, LoopEnd, Shared, Worker};

@@ -1,10 +1,11 @@
 //! `--flows N`: N concurrent data connections of the session's transport, for stream (each
 //! flow sends for the trial time), pingpong (neper's tcp_rr: one request outstanding per
-//! flow) and rate (each flow on its own schedule, `rate`), served on each side by `--threads T` data threads that wait for their flows in
-//! epoll, or block in the calls of their one stream flow (`pool`, `epoll`, `loops`). The engine's shared point loop drives it like any
-//! pattern: [`registration`] gives the flows variant of a pattern, whose `ClientPattern`
-//! (`client`) and `ServerPattern` (`server`) hand each trial to the threads and fold their
-//! per-flow counts into the point.
+//! flow) and rate (each flow on its own schedule, `rate`), served on each side by
+//! `--threads T` data threads that wait for their flows in epoll, or block in the calls of
+//! their one stream flow (`pool`, `epoll`, `loops`). The engine's shared point loop drives
+//! it like any pattern: [`registration`] gives the flows variant of a pattern, whose
+//! `ClientPattern` (`client`) and `ServerPattern` (`server`) hand each trial to the threads
+//! and fold their per-flow counts into the point.
 //!
 //! Both sides number the flows alike: after presenting the session cookie, the client
 //! writes each connection's flow number (4 bytes, little-endian) and the server files the
