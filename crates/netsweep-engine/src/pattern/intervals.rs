@@ -3,6 +3,7 @@
 
 use netsweep_model::spec::MAX_INTERVALS;
 use netsweep_proto::messages::IntervalCounts;
+use std::time::Instant;
 
 /// The most buckets one side keeps: a trial's intervals as many again for a receiver still
 /// draining after the sender stopped (a full socket buffer behind a slow link), and a few
@@ -51,6 +52,15 @@ impl Intervals {
         c.messages += messages;
     }
 
+    /// Counts `bytes` that arrived at `now` in the interval of their time since `epoch`;
+    /// when inactive, nothing — not even the subtraction.
+    #[inline]
+    pub fn add_arrival(&mut self, now: Instant, epoch: Instant, bytes: u64) {
+        if self.interval_ns != 0 {
+            self.add(now.duration_since(epoch).as_nanos() as u64, bytes, 0);
+        }
+    }
+
     /// The counts, trailing empty intervals left out (none when inactive).
     pub fn report(&self) -> Vec<IntervalCounts> {
         let end = self
@@ -91,6 +101,17 @@ mod tests {
         assert!(iv.report().is_empty());
         iv.arm_receiver(1_000_000, 100_000_000, 60_000_000);
         assert_eq!(iv.counts.len(), 260);
+        // Arrivals count by their time since the epoch.
+        let epoch = Instant::now();
+        iv.add_arrival(epoch + std::time::Duration::from_micros(2500), epoch, 9);
+        assert_eq!(
+            iv.report().last().map(|c| (c.bytes, c.messages)),
+            Some((9, 0))
+        );
+        assert_eq!(iv.report().len(), 3);
+        iv.arm(0, 1000);
+        iv.add_arrival(epoch, epoch, 9);
+        assert!(iv.report().is_empty());
     }
 
     #[test]

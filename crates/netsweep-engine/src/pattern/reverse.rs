@@ -111,10 +111,10 @@ impl Receiver {
                     }
                     c.bytes_received += got as u64;
                     self.last = Some(now);
-                    let at = now.duration_since(self.epoch).as_nanos() as u64;
-                    self.iv.add(at, got as u64, 0);
+                    self.iv.add_arrival(now, self.epoch, got as u64);
                     if datagram {
                         c.messages_received += count as u64;
+                        let at = now.duration_since(self.epoch).as_nanos() as u64;
                         for (i, &n) in self.lens[..count].iter().enumerate() {
                             let d = &buf[i * slot..i * slot + n];
                             if let Some(sent) = self.account.on_datagram(d, at) {
@@ -181,10 +181,10 @@ impl Receiver {
                     c.recv_calls += 1;
                     c.bytes_received += n as u64;
                     self.last = Some(now);
-                    let at = now.duration_since(self.epoch).as_nanos() as u64;
-                    self.iv.add(at, n as u64, 0);
+                    self.iv.add_arrival(now, self.epoch, n as u64);
                     if datagram {
                         c.messages_received += 1;
+                        let at = now.duration_since(self.epoch).as_nanos() as u64;
                         if let Some(sent) = self.account.on_datagram(&buf[..n], at) {
                             self.iv.add(sent, 0, 1);
                         }

@@ -100,9 +100,11 @@ fn sender_loop(
     let mut c = SideCounters::default();
     let start = Instant::now();
     let mut seq = 0u64;
-    let mut now = start;
+    // Time since the start, taken at the end of the previous send (the loop's one clock
+    // read): the datagrams' stamp and the interval the send counts in.
+    let mut elapsed = Duration::ZERO;
     loop {
-        let ts = now.duration_since(start).as_nanos() as u64;
+        let ts = elapsed.as_nanos() as u64;
         if batch == 1 {
             if datagram {
                 stamp(buf, cookie, seq, ts);
@@ -156,14 +158,14 @@ fn sender_loop(
             seq += done as u64;
             iv.add(ts, (done * size) as u64, done as u64);
         }
-        now = Instant::now();
-        if now.duration_since(start) >= duration || stopped() {
+        elapsed = start.elapsed();
+        if elapsed >= duration || stopped() {
             break;
         }
     }
     c.messages_sent = seq;
     c.bytes_sent = seq * size as u64;
-    c.active_ns = now.duration_since(start).as_nanos() as u64;
+    c.active_ns = elapsed.as_nanos() as u64;
     Ok(c)
 }
 
@@ -225,10 +227,10 @@ pub fn receiver_trial(
                     c.first_recv_bytes = got as u64;
                 }
                 last = now;
-                let at = now.duration_since(epoch).as_nanos() as u64;
-                iv.add(at, got as u64, 0);
+                iv.add_arrival(now, epoch, got as u64);
                 if datagram {
                     c.messages_received += count as u64;
+                    let at = now.duration_since(epoch).as_nanos() as u64;
                     for (i, &n) in lens[..count].iter().enumerate() {
                         if let Some(sent) = account.on_datagram(&buf[i * slot..i * slot + n], at) {
                             iv.add(sent, 0, 1);
