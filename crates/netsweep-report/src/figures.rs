@@ -109,6 +109,17 @@ pub(crate) fn fit_xy(mut c: Chart, x_log: bool, y_log: bool) -> Chart {
     c
 }
 
+/// A series drawn as a line of run `color`'s colour, without a band.
+pub(crate) fn line(label: String, color: usize, stroke: Stroke, points: Vec<(f64, f64)>) -> Series {
+    Series {
+        label,
+        color,
+        stroke,
+        points,
+        band: vec![],
+    }
+}
+
 pub(crate) fn chart(id: &str, title: &str, subtitle: &str, x: Axis, y: Axis) -> Chart {
     Chart {
         id: id.into(),

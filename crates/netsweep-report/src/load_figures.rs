@@ -3,7 +3,7 @@
 //! and the timelines (`--interval`): latency, delivered rate and loss per interval, every
 //! point of a run laid end to end in the order measured.
 
-use crate::figures::{axis, chart, end_to_end, fit_xy, timeline_axis};
+use crate::figures::{axis, chart, end_to_end, fit_xy, line, timeline_axis};
 use crate::legend::Named;
 use crate::plot::{Axis, Chart, Marker, Scale, Series, Stroke, Unit};
 use netsweep_model::load::TimelineSample;
@@ -173,13 +173,7 @@ fn timelines(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
         let get = |f: fn(&TimelineSample) -> f64| -> Vec<(f64, f64)> {
             tl.iter().map(|(t, s)| (*t, f(s))).collect()
         };
-        let series = |label: String, stroke, points| Series {
-            label,
-            color: i,
-            stroke,
-            points,
-            band: vec![],
-        };
+        let series = |label, stroke, points| line(label, i, stroke, points);
         let positive = |v: Vec<(f64, f64)>| v.into_iter().filter(|p| p.1 > 0.0).collect();
         lat.series.push(series(
             format!("{} p50", labels[i]),

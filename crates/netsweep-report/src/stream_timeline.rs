@@ -2,9 +2,9 @@
 //! interval and, for datagrams, the share of each interval's datagrams lost — every point of
 //! a run laid end to end in the order measured, as the rate timelines are.
 
-use crate::figures::{axis, chart, end_to_end, fit_xy, timeline_axis};
+use crate::figures::{axis, chart, end_to_end, fit_xy, line, timeline_axis};
 use crate::legend::Named;
-use crate::plot::{Chart, Series, Stroke, Unit};
+use crate::plot::{Chart, Stroke, Unit};
 use netsweep_model::results::RunResult;
 use netsweep_model::timeline::StreamSample;
 
@@ -35,13 +35,7 @@ pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
         if tl.is_empty() {
             continue;
         }
-        let series = |label: String, stroke, points| Series {
-            label,
-            color: i,
-            stroke,
-            points,
-            band: vec![],
-        };
+        let series = |label, stroke, points| line(label, i, stroke, points);
         let get = |f: fn(&StreamSample) -> f64| tl.iter().map(|(t, s)| (*t, f(s))).collect();
         rate.series.push(series(
             format!("{} receiver", labels[i]),
