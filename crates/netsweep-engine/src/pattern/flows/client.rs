@@ -252,7 +252,7 @@ impl ClientPattern for Client {
         self.pool.dispatch(job)?;
         // The client's threads end on their own clock: nothing to relay while they run.
         let wait = duration + self.timeout + Duration::from_secs(2);
-        let reports = self.pool.collect(wait, wait, |_| {})?;
+        let reports = self.pool.collect(wait, |_| wait)?;
         self.trial_hist.reset();
         for h in reports.iter().filter_map(|r| r.hist.as_ref()) {
             self.trial_hist

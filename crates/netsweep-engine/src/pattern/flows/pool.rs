@@ -268,21 +268,20 @@ impl Pool {
         Ok(())
     }
 
-    /// Waits (at most `wait` in all, calling `tick` at least every `every`) for every
-    /// thread's report of the trial; the first failure aborts the others and is returned
-    /// once all reported.
+    /// Waits (at most `wait` in all) for every thread's report of the trial, calling `tick`
+    /// first and again after each report or once the time it returned has passed; the first
+    /// failure aborts the others and is returned once all reported.
     pub(super) fn collect(
         &self,
         wait: Duration,
-        every: Duration,
-        mut tick: impl FnMut(&Shared),
+        mut tick: impl FnMut(&Shared) -> Duration,
     ) -> io::Result<Vec<Report>> {
         let deadline = Instant::now() + wait;
         let mut got: Vec<Option<Report>> = vec![None; self.handles.len()];
         let mut left = got.len();
         let mut failed: Option<io::Error> = None;
         while left > 0 {
-            tick(&self.shared);
+            let every = tick(&self.shared);
             let until = deadline.saturating_duration_since(Instant::now());
             match self.reports.recv_timeout(every.min(until)) {
                 Ok((w, r)) => {

@@ -95,7 +95,7 @@ fn stream_trial(flows: usize, threads: usize) -> (Vec<u64>, Vec<u64>, Vec<Mode>)
         .unwrap();
     senders.dispatch(job(Role::StreamSend, 64 * 1024)).unwrap();
     let sent = senders
-        .collect(Duration::from_secs(10), Duration::from_millis(5), |_| {})
+        .collect(Duration::from_secs(10), |_| Duration::from_millis(5))
         .unwrap();
     let total: u64 = sent
         .iter()
@@ -104,7 +104,7 @@ fn stream_trial(flows: usize, threads: usize) -> (Vec<u64>, Vec<u64>, Vec<Mode>)
         .sum();
     receivers.shared.end(total);
     let got = receivers
-        .collect(Duration::from_secs(10), Duration::from_millis(5), |_| {})
+        .collect(Duration::from_secs(10), |_| Duration::from_millis(5))
         .unwrap();
     let per_flow = |reports: &[Report], f: fn(&FlowCounters) -> u64| {
         // Thread w's j-th flow is flow w + threads·j.

@@ -173,7 +173,7 @@ impl ClientPattern for Client {
         self.pool.shared.reset();
         self.pool.dispatch(job)?;
         let wait = duration + 2 * self.timeout + Duration::from_secs(2);
-        let reports = self.pool.collect(wait, wait, |_| {})?;
+        let reports = self.pool.collect(wait, |_| wait)?;
         self.gather(&reports)?;
         Ok(merge(&reports, self.flows))
     }
