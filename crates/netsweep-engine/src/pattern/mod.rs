@@ -34,7 +34,7 @@ pub mod rate;
 mod reverse;
 pub mod stream;
 
-pub use loops::{count_send_error, slices, IdleSlices, TrialSignals, SLICE};
+pub use loops::{count_send_error, slices, yield_cpu, IdleSlices, TrialSignals, SLICE};
 
 use crate::error::NetError;
 use crate::point::Tally;

@@ -12,6 +12,7 @@ use super::loops::pull;
 use super::pool::{Job, LoopEnd, Shared, Worker};
 use crate::pattern::dgram::{parse, stamp};
 use crate::pattern::rate::{checkpoint, CHECKPOINTS};
+use crate::pattern::yield_cpu;
 use netsweep_model::load::{Arrivals, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use std::io;
@@ -306,7 +307,11 @@ pub(super) fn client_loop(w: &mut Worker, job: &Job, sh: &Shared) -> io::Result<
             }
         }
         let left = next.saturating_sub(since(epoch));
-        let k = w.epoll.wait_ns(left.saturating_sub(SPIN_NS).min(IDLE_NS))?;
+        let wait = left.saturating_sub(SPIN_NS).min(IDLE_NS);
+        let k = w.epoll.wait_ns(wait)?;
+        if k == 0 && wait == 0 {
+            yield_cpu();
+        }
         for e in 0..k {
             let i = w.epoll.ready(e);
             ready(w, i, size, epoch)?;
