@@ -177,17 +177,20 @@ pub struct RunArgs {
     pub perturbation: u64,
 
     /// Target duration of one trial. TIME everywhere is a number with a unit (ns, us, ms, s,
-    /// m: 40ms, 0.5s); a bare number is seconds.
-    #[arg(long, default_value = "20ms", value_name = "TIME", value_parser = crate::parse::duration)]
-    pub trial_time: Duration,
+    /// m: 40ms, 0.5s); a bare number is seconds. [default: 20ms; with -p rate, long enough
+    /// for 1000 requests at the lowest offered load, 200ms to 10s]
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    pub trial_time: Option<Duration>,
 
     /// Target half-width of the 95% confidence interval of each point's throughput (2% or 0.02).
     #[arg(long, default_value = "2%", value_name = "FRACTION", value_parser = crate::parse::fraction)]
     pub precision: f64,
 
-    /// Time budget of one point; a point that has not met --precision by then stops and is marked.
-    #[arg(long, default_value = "300ms", value_name = "TIME", value_parser = crate::parse::duration)]
-    pub max_point_time: Duration,
+    /// Time budget of one point; a point that has not met --precision by then stops and is
+    /// marked. [default: 300ms; with -p rate and no --trial-time, room for
+    /// --min-trials trials]
+    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    pub max_point_time: Option<Duration>,
 
     /// Fewest timed trials per point.
     #[arg(long, default_value_t = 3, value_name = "N")]

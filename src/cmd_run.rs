@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Builds the spec from the flags; the error is a usage error.
 pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
@@ -61,16 +61,15 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             "size 0 cannot make a {transport} round trip (no bytes to wait for): start --sizes at 1"
         ));
     }
-    spec.trial_time_ns = a.trial_time.as_nanos() as u64;
+    spec.load = load(a, pattern)?;
+    (spec.trial_time_ns, spec.max_point_time_ns) = trial_times(a, &spec);
     spec.precision = a.precision;
-    spec.max_point_time_ns = a.max_point_time.as_nanos() as u64;
     spec.timeout_ns = a.timeout.as_nanos() as u64;
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
     spec.reverse = a.reverse;
-    spec.load = load(a, pattern)?;
     spec.flows = a.flows;
     spec.threads = a.threads;
     let (mut client_knobs, mut server_knobs) = knobs(a, transport)?;
@@ -96,6 +95,37 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             .map_err(|e| format!("--background {}: {e}", b.text))?;
     }
     Ok(spec)
+}
+
+/// The trial time when --trial-time is not given (rate runs excepted).
+const DEFAULT_TRIAL: Duration = Duration::from_millis(20);
+
+/// The point's time budget when --max-point-time is not given (rate runs excepted).
+const DEFAULT_POINT_TIME: Duration = Duration::from_millis(300);
+
+/// (trial time, point budget) in ns from the flags or their defaults. A rate point's stop
+/// rule sample, the delivered rate, follows the offered one and meets any precision at
+/// once, so the trial time decides how many replies its percentiles rest on: without
+/// --trial-time a rate trial carries 1000 requests at the run's lowest load (see
+/// `LoadSpec::default_trial_ns`), and the budget lets --min-trials of them run.
+fn trial_times(a: &RunArgs, spec: &RunSpec) -> (u64, u64) {
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let auto = if a.trial_time.is_none() {
+        spec.load.as_ref()
+    } else {
+        None
+    };
+    let trial = match (a.trial_time, auto) {
+        (Some(t), _) => ns(t),
+        (None, Some(load)) => load.default_trial_ns(&spec.sizes),
+        (None, None) => ns(DEFAULT_TRIAL),
+    };
+    let budget = match (a.max_point_time, auto) {
+        (Some(t), _) => ns(t),
+        (None, Some(_)) => trial.saturating_mul(u64::from(a.min_trials.max(2))),
+        (None, None) => ns(DEFAULT_POINT_TIME),
+    };
+    (trial, budget)
 }
 
 /// The message size of a rate run without --sizes.

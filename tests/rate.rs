@@ -335,3 +335,49 @@ fn a_rate_sender_sharing_its_cpu_with_the_server_does_not_starve_it() {
     }
     panic!("the p99 latency stayed over 20× the p50 in every run, (p50, p99) ns: {seen:?}");
 }
+
+/// Without --trial-time a rate trial carries 1000 requests at the offered load (4k/s: 250
+/// ms) and the point's budget lets three of them run; the percentiles rest on every reply.
+/// With a short trial the table leaves out a percentile the replies cannot support.
+#[test]
+fn a_rate_trial_defaults_to_a_thousand_requests_and_the_table_hides_unsupported_tails() {
+    let v = served(
+        "rate-default-trial",
+        &["-p", "rate", "--rate", "4k", "--sizes", "64", "--no-warmup"],
+    );
+    let s = &v["spec"];
+    assert_eq!(u(&s["trial_time_ns"]), 250_000_000);
+    assert_eq!(u(&s["max_point_time_ns"]), 750_000_000);
+    let p = &v["points"][0];
+    let trials = u(&p["trials"]);
+    assert!(trials >= 3, "{p}");
+    assert_eq!(
+        u(&p["rate"]["sent"]),
+        1000 * trials,
+        "constant arrivals: 1000 a trial"
+    );
+    assert_eq!(
+        u(&p["latency"]["rtt_ns"]["count"]),
+        u(&p["rate"]["received"])
+    );
+
+    // 2k/s for 20 ms: 40 replies a trial, 120 in the point — a p99, not a p99.9.
+    let short = "run --no-save -p rate --rate 2k --sizes 64 --trial-time 20ms --min-trials 3 \
+                 --max-trials 3 --no-warmup";
+    let o = Command::new(bin())
+        .args(short.split_whitespace())
+        .output()
+        .expect("netsweep runs");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("trials: 20 ms each, 3–3 per point"), "{text}");
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("64 "))
+        .unwrap_or_else(|| panic!("no row for 64 B: {text}"))
+        .split_whitespace()
+        .collect();
+    // bytes, offered/s, deliv/s, p50, p99, p99.9, …
+    assert_ne!(row[4], "–", "{row:?}");
+    assert_eq!(row[5], "–", "{row:?}");
+}

@@ -225,7 +225,45 @@ pub struct LoadSpec {
     pub seed: u64,
 }
 
+/// Requests a rate trial carries at the run's lowest offered load when `--trial-time` is
+/// not given: three trials then hold 3000 replies, enough for a p99.9 with replies beyond
+/// it (a 20 ms trial at 100 requests/s would hold two).
+pub const TRIAL_REQUESTS: f64 = 1000.0;
+
+/// The shortest default rate trial, ns (a fast load still runs long enough for the
+/// scheduler's and the queues' slower effects to show).
+pub const TRIAL_NS_MIN: u64 = 200_000_000;
+
+/// The longest default rate trial, ns: below 100 requests/s the trial holds fewer than
+/// [`TRIAL_REQUESTS`] rather than lasting longer.
+pub const TRIAL_NS_MAX: u64 = 10_000_000_000;
+
 impl LoadSpec {
+    /// The lowest offered load of the run over `sizes`, requests/s (a bit rate makes the
+    /// largest size the slowest); `None` without a load.
+    pub fn lowest_per_second(&self, sizes: &[u64]) -> Option<f64> {
+        let from_rate = self.rate.map(|r| {
+            sizes
+                .iter()
+                .map(|&s| r.per_second(s))
+                .fold(f64::INFINITY, f64::min)
+        });
+        let lowest = from_rate
+            .into_iter()
+            .chain(self.rates.iter().copied())
+            .fold(f64::INFINITY, f64::min);
+        (lowest.is_finite() && lowest > 0.0).then_some(lowest)
+    }
+
+    /// The trial time of a rate run that did not set one: [`TRIAL_REQUESTS`] requests at
+    /// its lowest offered load, within [`TRIAL_NS_MIN`]..=[`TRIAL_NS_MAX`].
+    pub fn default_trial_ns(&self, sizes: &[u64]) -> u64 {
+        let ns = self
+            .lowest_per_second(sizes)
+            .map_or(TRIAL_NS_MAX as f64, |r| TRIAL_REQUESTS / r * 1e9);
+        (ns.ceil() as u64).clamp(TRIAL_NS_MIN, TRIAL_NS_MAX)
+    }
+
     /// Checks the load against the sizes; the error says the fix.
     pub fn validate(&self, sizes: &[u64]) -> Result<(), String> {
         match (&self.rate, self.rates.is_empty()) {

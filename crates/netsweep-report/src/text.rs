@@ -36,6 +36,18 @@ pub fn header(run: &RunResult) -> String {
     for w in &run.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+    if s.pattern == Pattern::Rate {
+        let _ = writeln!(
+            out,
+            "trials: {} each, {}–{} per point (percentiles over every reply; p99 is shown \
+             from {} replies, p99.9 from {})",
+            units::time_tick(s.trial_time_ns as f64),
+            s.min_trials,
+            s.max_trials,
+            tail_needs(0.99),
+            tail_needs(0.999)
+        );
+    }
     if s.flows > 1 {
         let _ = writeln!(
             out,
@@ -53,6 +65,21 @@ pub fn header(run: &RunResult) -> String {
     }
     out.push_str(&columns(s));
     out
+}
+
+/// Samples a `q` quantile needs before the table shows it: 1/(1−q), so that one lies above
+/// it (the p99 of 50 replies is their largest — a maximum, not a percentile).
+fn tail_needs(q: f64) -> u64 {
+    (1.0 / (1.0 - q)).round() as u64
+}
+
+/// A tail percentile for the table, or `–` when `count` samples are too few for it.
+fn tail_us(count: u64, q: f64, ns: f64) -> String {
+    if count >= tail_needs(q) {
+        units::us(ns)
+    } else {
+        "–".into()
+    }
 }
 
 fn columns(s: &RunSpec) -> String {
@@ -306,8 +333,8 @@ pub fn row(spec: &RunSpec, p: &PointResult) -> String {
                 netsweep_model::load::si(r.offered_rate),
                 netsweep_model::load::si(r.delivered_rate.mean),
                 units::us(l.rtt_ns.p50),
-                units::us(l.rtt_ns.p99),
-                units::us(l.rtt_ns.p999),
+                tail_us(l.rtt_ns.count, 0.99, l.rtt_ns.p99),
+                tail_us(l.rtt_ns.count, 0.999, l.rtt_ns.p999),
                 units::us(r.lateness_ns.p50),
                 ci
             )
@@ -507,6 +534,15 @@ mod tests {
                 "* memory at {a}: opening 4 flows took 12 KiB\n* a note without a colon at {b}\n"
             )
         );
+    }
+
+    #[test]
+    fn a_tail_percentile_is_shown_once_a_sample_lies_above_it() {
+        assert_eq!((tail_needs(0.99), tail_needs(0.999)), (100, 1000));
+        assert_eq!(tail_us(99, 0.99, 25_000.0), "–");
+        assert_eq!(tail_us(100, 0.99, 25_000.0), "25.0");
+        assert_eq!(tail_us(999, 0.999, 1.5e6), "–");
+        assert_eq!(tail_us(1000, 0.999, 1.5e6), "1500");
     }
 
     #[test]

@@ -176,3 +176,31 @@ fn a_lone_slow_point_is_not_a_knee_and_delivery_alone_is_one() {
     assert_eq!(k.below_rate, None);
     assert!(k.detail.contains("sweep lower loads"));
 }
+
+#[test]
+fn a_default_rate_trial_holds_a_thousand_requests_at_the_lowest_load() {
+    let at = |rate: Option<Rate>, rates: &[f64]| LoadSpec {
+        rate,
+        rates: rates.to_vec(),
+        rates_spec: String::new(),
+        arrivals: Arrivals::Constant,
+        seed: 1,
+    };
+    // 1000 requests at 2k/s: half a second.
+    let one = at(Some(Rate::MessagesPerSec(2000.0)), &[]);
+    assert_eq!(one.lowest_per_second(&[64]), Some(2000.0));
+    assert_eq!(one.default_trial_ns(&[64]), 500_000_000);
+    // A sweep is paced by its slowest load: 1k/s, one second.
+    let sweep = at(None, &[64e3, 1e3, 8e3]);
+    assert_eq!(sweep.default_trial_ns(&[64]), 1_000_000_000);
+    // A bit rate is slowest at the largest size: 8 Mbit/s of 1000 B = 1000/s.
+    let bits = at(Some(Rate::BitsPerSec(8e6)), &[]);
+    assert_eq!(bits.lowest_per_second(&[100, 1000]), Some(1000.0));
+    assert_eq!(bits.default_trial_ns(&[100, 1000]), 1_000_000_000);
+    // Bounded both ways.
+    let fast = at(Some(Rate::MessagesPerSec(1e6)), &[]);
+    assert_eq!(fast.default_trial_ns(&[64]), TRIAL_NS_MIN);
+    let slow = at(Some(Rate::MessagesPerSec(10.0)), &[]);
+    assert_eq!(slow.default_trial_ns(&[64]), TRIAL_NS_MAX);
+    assert_eq!(at(None, &[]).lowest_per_second(&[64]), None);
+}
