@@ -62,7 +62,7 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
         ));
     }
     spec.load = load(a, pattern)?;
-    (spec.trial_time_ns, spec.max_point_time_ns) = trial_times(a, &spec);
+    set_trial_times(a, &mut spec);
     spec.precision = a.precision;
     spec.timeout_ns = a.timeout.as_nanos() as u64;
     spec.min_trials = a.min_trials;
@@ -97,35 +97,27 @@ pub fn build_spec(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     Ok(spec)
 }
 
-/// The trial time when --trial-time is not given (rate runs excepted).
-const DEFAULT_TRIAL: Duration = Duration::from_millis(20);
-
-/// The point's time budget when --max-point-time is not given (rate runs excepted).
-const DEFAULT_POINT_TIME: Duration = Duration::from_millis(300);
-
-/// (trial time, point budget) in ns from the flags or their defaults. A rate point's stop
-/// rule sample, the delivered rate, follows the offered one and meets any precision at
-/// once, so the trial time decides how many replies its percentiles rest on: without
-/// --trial-time a rate trial carries 1000 requests at the run's lowest load (see
-/// `LoadSpec::default_trial_ns`), and the budget lets --min-trials of them run.
-fn trial_times(a: &RunArgs, spec: &RunSpec) -> (u64, u64) {
+/// Sets the trial time and the point budget from the flags; without them the spec keeps
+/// `RunSpec::new`'s defaults — except a rate run's. A rate point's stop-rule sample, the
+/// delivered rate, follows the offered one and meets any precision at once, so the trial
+/// time decides how many replies its percentiles rest on: without --trial-time a rate
+/// trial carries 1000 requests at the run's lowest load (`LoadSpec::default_trial_ns`), and
+/// the budget lets --min-trials of them run.
+fn set_trial_times(a: &RunArgs, spec: &mut RunSpec) {
     let ns = |d: Duration| d.as_nanos() as u64;
-    let auto = if a.trial_time.is_none() {
-        spec.load.as_ref()
-    } else {
-        None
-    };
-    let trial = match (a.trial_time, auto) {
-        (Some(t), _) => ns(t),
-        (None, Some(load)) => load.default_trial_ns(&spec.sizes),
-        (None, None) => ns(DEFAULT_TRIAL),
-    };
-    let budget = match (a.max_point_time, auto) {
-        (Some(t), _) => ns(t),
-        (None, Some(_)) => trial.saturating_mul(u64::from(a.min_trials.max(2))),
-        (None, None) => ns(DEFAULT_POINT_TIME),
-    };
-    (trial, budget)
+    let rate_default = a.trial_time.is_none() && spec.load.is_some();
+    match (a.trial_time, &spec.load) {
+        (Some(t), _) => spec.trial_time_ns = ns(t),
+        (None, Some(load)) => spec.trial_time_ns = load.default_trial_ns(&spec.sizes),
+        (None, None) => {}
+    }
+    match a.max_point_time {
+        Some(t) => spec.max_point_time_ns = ns(t),
+        None if rate_default => {
+            spec.max_point_time_ns = spec.trial_time_ns * u64::from(a.min_trials.max(2));
+        }
+        None => {}
+    }
 }
 
 /// The message size of a rate run without --sizes.
