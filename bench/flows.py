@@ -175,11 +175,12 @@ WHY_THREAD_PER_FLOW = (
     ' 2` column is that epoll arrangement, measured in the same runs (at 2 flows both col'
     'umns run a blocking thread per flow: their difference there is the run-to-run spread'
     '). A server thread that woke every millisecond during the trial to pass the client'
-    "'s end on to the data threads took about 8% at 8 flows (six alternated runs: median"
-    's 77.0 Gbit/s against 83.1 with a build that looks every 20 ms until the last 20 ms'
-    ' of the trial, as netsweep now does); with it gone, the threads of both tools switch'
-    ' context at the same rates. What is left between netsweep and iperf2 lies inside the'
-    'ir min–max: in the kernel profile they do the same work per byte.')
+    "'s end on to the data threads took 2.5% to 8% at 8 flows (two series of six alternat"
+    'ed runs: medians 81.2 against 83.2 Gbit/s with a build that looked every 20 ms throu'
+    'ghout, 77.0 against 83.1 with one that looks every 20 ms until the last 20 ms of the'
+    ' trial, as netsweep now does); with it gone, the threads of both tools switch contex'
+    't at the same rates. What is left between netsweep and iperf2 lies inside their min–'
+    'max: in the kernel profile they do the same work per byte.')
 
 
 def ensure_peers():
