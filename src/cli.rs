@@ -417,6 +417,38 @@ pub struct ServeArgs {
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub max_rate: Option<u64>,
 
+    /// Most memory all sessions together may hold, e.g. 4G (default: half of what this
+    /// process may have: the least of the host's memory, its cgroup's memory.max and its
+    /// address-space limit after thread stacks). Every session's worst case — its message
+    /// buffers (the largest message × --batch, bidir's second buffer, a buffer per data
+    /// thread with --flows), its transport's rings and shared-memory files — is computed from
+    /// its hello and reserved before it is admitted; a client beyond is told the server is
+    /// busy, naming the limit. The startup line prints the budget.
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    pub max_memory: Option<u64>,
+
+    /// Most memory one session may hold, e.g. 256M (default 1G, or a quarter of
+    /// --max-memory if that is less). A run asking more (large sizes × --batch, many
+    /// --threads) is refused, naming what it would hold and what to change.
+    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    pub max_session_memory: Option<u64>,
+
+    /// Most threads all sessions together may run (default 1024, or three quarters of the
+    /// cgroup's pids.max): a session runs 3, or 2 plus one per data thread with --flows.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..))]
+    pub max_threads: Option<u64>,
+
+    /// Let clients ask for more than a plain measurement, a comma-separated list:
+    /// host-transports (unix-*, shm and mpi for clients on other hosts — other network
+    /// namespaces of this host included), raw-transports (packet and xdp for clients on
+    /// other hosts), tos and priority (--tos, --priority on this server's sockets), cc (any
+    /// congestion control, not only net.ipv4.tcp_allowed_congestion_control), host-facts
+    /// (hostname, boot id, kernel, CPU, interfaces and sysctls to clients that did not
+    /// authenticate; with --auth-key they always get them), or all. Refused otherwise, by
+    /// name.
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',')]
+    pub allow: Vec<AllowArg>,
+
     /// Require clients to prove they hold the key in FILE (their `run --auth-key FILE`):
     /// a client without it gets a refusal, logged with its address, and never a session.
     /// Off by default; without it anyone who reaches the port can run measurements.
@@ -432,6 +464,25 @@ pub struct ServeArgs {
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `serve --allow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AllowArg {
+    /// unix-*, shm and mpi for clients on other hosts.
+    HostTransports,
+    /// packet and xdp for clients on other hosts.
+    RawTransports,
+    /// --tos on the server's sockets.
+    Tos,
+    /// --priority on the server's sockets.
+    Priority,
+    /// Any congestion control the kernel has.
+    Cc,
+    /// The host's facts to clients that did not authenticate.
+    HostFacts,
+    /// All of the above.
+    All,
 }
 
 /// `serve --log-format`.

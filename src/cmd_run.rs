@@ -388,7 +388,7 @@ pub fn main(a: RunArgs) -> ExitCode {
                 max_sessions_per_ip: sessions,
                 tool_version: version.into(),
                 auth_key: auth_key.clone(),
-                ..Default::default()
+                ..ServeOptions::in_process()
             };
             let f = factory.clone();
             let s2 = stop.clone();

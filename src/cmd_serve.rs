@@ -1,9 +1,11 @@
 //! `netsweep serve`: listens for `netsweep run` clients until Ctrl-C.
 
-use crate::cli::{LogFormatArg, ServeArgs};
+use crate::cli::{AllowArg, LogFormatArg, ServeArgs};
 use crate::{failure, signal, usage_error};
+use netsweep_engine::server::budget::bytes;
 use netsweep_engine::server::{
-    default_max_sessions, serve, LogFormat, ServeOptions, ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP,
+    default_max_sessions, serve, HostLimits, LogFormat, Policy, ServeOptions, ServerLimits,
+    DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
 };
 use netsweep_model::time;
 use netsweep_transport::Registry;
@@ -40,6 +42,19 @@ pub fn main(a: ServeArgs) -> ExitCode {
     let bound = listener
         .local_addr()
         .map_or(addr.to_string(), |a| a.to_string());
+    // The budget: the host's limits (read once, the open-files limit raised to the hard
+    // one), unless the operator says less or more.
+    let mut budget = HostLimits::read().default_budget();
+    if let Some(m) = a.max_memory {
+        budget.memory = m;
+    }
+    if let Some(t) = a.max_threads {
+        budget.threads = t;
+    }
+    let session_memory = a
+        .max_session_memory
+        .unwrap_or(DEFAULT_SESSION_MEMORY.min(budget.memory / 4));
+    let policy = policy(&a.allow);
     if !a.quiet {
         if a.log_format == LogFormatArg::Json {
             let line = serde_json::json!({
@@ -48,6 +63,10 @@ pub fn main(a: ServeArgs) -> ExitCode {
                 "addr": bound,
                 "max_sessions": if a.once { 1 } else { max_sessions },
                 "once": a.once,
+                "max_memory": budget.memory,
+                "max_session_memory": session_memory,
+                "max_threads": budget.threads,
+                "max_fds": budget.fds,
             });
             eprintln!("{line}");
         } else {
@@ -56,7 +75,14 @@ pub fn main(a: ServeArgs) -> ExitCode {
             } else {
                 format!("up to {max_sessions} runs at once")
             };
-            eprintln!("netsweep serve: listening on {bound} ({limit}; Ctrl-C stops)");
+            eprintln!(
+                "netsweep serve: listening on {bound} ({limit}; sessions may hold {} in all, {} \
+                 each, {} threads, {} file descriptors; Ctrl-C stops)",
+                bytes(budget.memory),
+                bytes(session_memory),
+                budget.threads,
+                budget.fds
+            );
         }
     }
     let defaults = ServerLimits::default();
@@ -65,6 +91,7 @@ pub fn main(a: ServeArgs) -> ExitCode {
         max_session: a.max_duration.unwrap_or(defaults.max_session),
         max_rate_bps: a.max_rate,
         max_flows: a.max_flows.unwrap_or(defaults.max_flows),
+        session_memory,
         ..defaults
     };
     let opts = ServeOptions {
@@ -82,9 +109,27 @@ pub fn main(a: ServeArgs) -> ExitCode {
         },
         tool_version: env!("CARGO_PKG_VERSION").into(),
         first_session_within: None,
+        policy,
+        budget,
     };
     match serve(listener, Arc::new(Registry), opts, stop) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => failure(format!("server failed: {e}")),
+    }
+}
+
+/// The policy `--allow` sets: nothing beyond a plain measurement unless listed.
+fn policy(allow: &[AllowArg]) -> Policy {
+    if allow.contains(&AllowArg::All) {
+        return Policy::ALL;
+    }
+    let has = |a| allow.contains(&a);
+    Policy {
+        host_transports: has(AllowArg::HostTransports),
+        raw_transports: has(AllowArg::RawTransports),
+        tos: has(AllowArg::Tos),
+        priority: has(AllowArg::Priority),
+        any_cc: has(AllowArg::Cc),
+        host_facts: has(AllowArg::HostFacts),
     }
 }

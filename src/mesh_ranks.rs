@@ -107,7 +107,7 @@ pub fn run(w: &'static WorldInfo, a: &MeshArgs, spec: RunSpec) -> ExitCode {
             max_sessions_per_ip: n,
             auth_key: Some(key.clone()),
             tool_version: VERSION.into(),
-            ..Default::default()
+            ..ServeOptions::in_process()
         };
         let stop = stop.clone();
         std::thread::spawn(move || serve(listener, Arc::new(Registry), opts, stop))

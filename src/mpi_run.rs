@@ -87,7 +87,7 @@ fn serve_rank(
         auth_key: AuthKey::from_bytes(&key),
         first_session_within: Some(timeout),
         verbose: true,
-        ..Default::default()
+        ..ServeOptions::in_process()
     };
     let stop = Arc::new(AtomicBool::new(false));
     let factory = Arc::new(netsweep_transport::Registry);

@@ -62,8 +62,13 @@ impl DataListener for SlowListener {
 struct SlowFactory;
 
 impl TransportFactory for SlowFactory {
-    fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>> {
-        Ok(Box::new(SlowListener(Registry.listen(setup, bind)?)))
+    fn listen(
+        &self,
+        setup: &SessionSetup,
+        bind: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn DataListener>> {
+        Ok(Box::new(SlowListener(Registry.listen(setup, bind, peer)?)))
     }
     fn connect(
         &self,
@@ -86,7 +91,7 @@ fn receiver_epoch_precedes_ready_even_when_the_data_thread_is_slow() {
     let opts = ServeOptions {
         once: true,
         tool_version: "test".into(),
-        ..Default::default()
+        ..ServeOptions::in_process()
     };
     let server = std::thread::spawn({
         let stop = stop.clone();
@@ -140,6 +145,7 @@ fn receiver_epoch_precedes_ready_even_when_the_data_thread_is_slow() {
             Duration::from_millis(100),
             trial_cookie(cookie, trial),
             &mut Default::default(),
+            &AtomicBool::new(false),
         )
         .unwrap();
         // Every byte was sent after Ready arrived, and the last one was received after it

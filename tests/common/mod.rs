@@ -108,7 +108,21 @@ pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> s
     use std::time::{Duration, Instant};
     let p = port.to_string();
     let child = lab
-        .command(host, &[bin(), "serve", "--bind", bind, "--port", &p, "-q"])
+        // A lab's server is the experimenter's own: every transport, knob and host fact.
+        .command(
+            host,
+            &[
+                bin(),
+                "serve",
+                "--bind",
+                bind,
+                "--port",
+                &p,
+                "-q",
+                "--allow",
+                "all",
+            ],
+        )
         .unwrap()
         .stdout(Stdio::null())
         .stderr(Stdio::null())

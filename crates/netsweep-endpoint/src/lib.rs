@@ -95,6 +95,14 @@ pub trait Endpoint: Send {
     fn raw_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// The socket under the endpoint, whatever its api, so that a server ending a session
+    /// can shut it down from its control thread (waking a call blocked on a client that
+    /// stopped reading or trickles bytes); never used for I/O. `None` where there is no
+    /// socket (shared memory, MPI): such an endpoint's waits are bounded by its timeouts.
+    fn socket_fd(&self) -> Option<RawFd> {
+        self.raw_fd()
+    }
 }
 
 /// Cumulative counters an endpoint keeps: zero-copy completions, TCP_INFO figures.
@@ -154,10 +162,34 @@ fn no_crr() -> io::Error {
     )
 }
 
+/// What a session's data path holds on the server beyond the pattern's message buffers: the
+/// transport's own memory (rings, frame areas) and the tmpfs files it creates. A worst case,
+/// computed from the setup before the session is admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Bytes of memory the transport allocates for the session (tmpfs files not included).
+    pub memory: u64,
+    /// Bytes of tmpfs (shared-memory files) the session's data path creates.
+    pub tmpfs: u64,
+}
+
 /// Makes endpoints for a transport named in a [`SessionSetup`].
 pub trait TransportFactory: Send + Sync {
-    /// Opens the server's data endpoint on `bind` for this session.
-    fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>>;
+    /// Opens the server's data endpoint on `bind` for this session. `peer` is the address
+    /// of the session's control connection: a datagram data path binds only to a client
+    /// presenting the cookie from there, so a session cannot aim the server at a third host.
+    fn listen(
+        &self,
+        setup: &SessionSetup,
+        bind: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn DataListener>>;
+
+    /// What the session's data path will hold on the server (see [`Footprint`]); none by
+    /// default.
+    fn footprint(&self, _setup: &SessionSetup) -> Footprint {
+        Footprint::default()
+    }
     /// Connects the client's data endpoint to the server at `server` and binds it with `cookie`.
     fn connect(
         &self,
@@ -253,10 +285,29 @@ pub struct MessageBuffer {
 pub const PAGE: usize = 4096;
 
 impl MessageBuffer {
-    /// A zeroed buffer of `len` bytes whose first byte lies `offset % PAGE` bytes past a page boundary.
+    /// A buffer of `len` bytes whose first byte lies `offset % PAGE` bytes past a page
+    /// boundary, filled with a recognisable pattern. Aborts if memory runs out: a size from a
+    /// peer goes through [`try_new`](Self::try_new).
     pub fn new(len: usize, offset: usize) -> Self {
+        Self::try_new(len, offset).unwrap_or_else(|_| {
+            let layout = std::alloc::Layout::from_size_align(len.max(1), 1)
+                .unwrap_or(std::alloc::Layout::new::<u8>());
+            std::alloc::handle_alloc_error(layout)
+        })
+    }
+
+    /// Like [`new`](Self::new), but a size the allocator cannot give (or whose arithmetic
+    /// overflows) is an error instead of an abort of the whole process.
+    pub fn try_new(len: usize, offset: usize) -> io::Result<Self> {
         let offset = offset % PAGE;
-        let storage = vec![0u8; len + offset + PAGE];
+        let total = len
+            .checked_add(offset + PAGE)
+            .ok_or_else(|| too_large(len))?;
+        let mut storage = Vec::new();
+        storage
+            .try_reserve_exact(total)
+            .map_err(|_| too_large(len))?;
+        storage.resize(total, 0u8);
         let addr = storage.as_ptr() as usize;
         let start = (PAGE - addr % PAGE) % PAGE + offset;
         let mut b = Self {
@@ -279,7 +330,7 @@ impl MessageBuffer {
             buf.copy_within(..n, filled);
             filled += n;
         }
-        b
+        Ok(b)
     }
 
     /// Offset of the first byte from a page boundary.
@@ -298,6 +349,13 @@ impl AsMut<[u8]> for MessageBuffer {
     fn as_mut(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
     }
+}
+
+fn too_large(len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::OutOfMemory,
+        format!("cannot allocate a message buffer of {len} bytes"),
+    )
 }
 
 /// Message slots in one buffer: `count` slots of `size` bytes, `stride` apart. One slot is
@@ -346,19 +404,20 @@ pub fn pool_stride(size: usize, offset: usize) -> usize {
     size.div_ceil(PAGE).max(1) * PAGE + offset % PAGE
 }
 
-/// A random 64-bit value from the kernel (session cookies).
-pub fn random_u64() -> u64 {
+/// A random 64-bit value from the kernel (session cookies, private file names). A session
+/// cookie is the data path's only secret, so there is no fallback on guessable values: when
+/// the kernel gives none, the caller fails.
+pub fn random_u64() -> io::Result<u64> {
     let mut b = [0u8; 8];
     // SAFETY: getrandom writes at most 8 bytes into our buffer.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), 8, 0) };
     if n != 8 {
-        // Fall back on time and pid: cookies only need to differ between sessions.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        return t ^ ((std::process::id() as u64) << 32);
+        return Err(io::Error::other(format!(
+            "the kernel gave no random bytes (getrandom: {})",
+            io::Error::last_os_error()
+        )));
     }
-    u64::from_le_bytes(b)
+    Ok(u64::from_le_bytes(b))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! blocking TCP stream, with a deadline on every wait for the peer.
 
 use crate::error::NetError;
+use netsweep_proto::text::printable;
 use netsweep_proto::{Client, ClientEvent, ClientMsg, Server, ServerEvent, ServerMsg};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -163,8 +164,9 @@ impl ClientControl {
     ) -> Result<ServerMsg, NetError> {
         self.send(msg)?;
         match self.recv(during, timeout)? {
-            ServerMsg::Error { message } => Err(NetError::Refused(message)),
-            ServerMsg::Busy { message } => Err(NetError::Busy(message)),
+            // The server's words, made safe for a terminal and a log before they go further.
+            ServerMsg::Error { message } => Err(NetError::Refused(printable(&message))),
+            ServerMsg::Busy { message } => Err(NetError::Busy(printable(&message))),
             m => Ok(m),
         }
     }

@@ -40,6 +40,18 @@ pub fn collect(tool_version: &str) -> HostInfo {
     }
 }
 
+/// What a server tells a client that did not authenticate, when its operator keeps the
+/// host's facts to itself (`serve` without `--allow host-facts`): the tool and how many CPUs
+/// it may use, nothing that names or maps the host.
+pub fn withheld(tool_version: &str) -> HostInfo {
+    HostInfo {
+        tool: "netsweep".into(),
+        tool_version: tool_version.into(),
+        cpu_count: std::thread::available_parallelism().map_or(0, |n| n.get() as u32),
+        ..HostInfo::default()
+    }
+}
+
 fn read_trim(path: &str) -> String {
     fs::read_to_string(path)
         .map(|s| s.trim().to_string())

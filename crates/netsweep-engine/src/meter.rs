@@ -72,8 +72,12 @@ pub fn allowed_cpus() -> Vec<u32> {
 /// Pins the calling thread to `cpu`. Returns the error text when the kernel refuses.
 pub fn pin_current_thread(cpu: u32) -> Result<(), String> {
     let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpu as usize >= n && cpu as usize >= libc::CPU_SETSIZE as usize {
-        return Err(format!("CPU {cpu} does not exist"));
+    // Both bounds: CPU_SET indexes a set of CPU_SETSIZE bits, whatever the host has.
+    if cpu as usize >= n || cpu as usize >= libc::CPU_SETSIZE as usize {
+        return Err(format!(
+            "CPU {cpu} does not exist (this host has {n} CPUs: 0..{})",
+            n.saturating_sub(1)
+        ));
     }
     // SAFETY: cpu_set_t is plain data; CPU_SET stays within CPU_SETSIZE (checked above);
     // sched_setaffinity(0) applies to the calling thread.

@@ -18,6 +18,14 @@ use std::time::{Duration, Instant};
 /// run sets those limits itself.
 fn server_args(run: &ScenarioRun) -> Vec<String> {
     let mut args = run.server_args.clone();
+    // The lab's server serves only the scenario's own clients: whatever transport, knob or
+    // host fact they ask, unless the scenario says otherwise.
+    if !args
+        .iter()
+        .any(|a| a == "--allow" || a.starts_with("--allow="))
+    {
+        args.extend(["--allow".to_string(), "all".to_string()]);
+    }
     let flows = 1 + run
         .args
         .iter()
@@ -229,16 +237,29 @@ mod tests {
         };
         assert_eq!(
             server_args(&run),
-            ["-q", "--max-sessions", "2", "--max-sessions-per-ip", "2"]
+            [
+                "-q",
+                "--allow",
+                "all",
+                "--max-sessions",
+                "2",
+                "--max-sessions-per-ip",
+                "2"
+            ]
         );
         run.clients = 4;
-        run.server_args = vec!["--max-sessions=100".into()];
+        run.server_args = vec!["--max-sessions=100".into(), "--allow=tos".into()];
         assert_eq!(
             server_args(&run),
-            ["--max-sessions=100", "--max-sessions-per-ip", "8"]
+            [
+                "--max-sessions=100",
+                "--allow=tos",
+                "--max-sessions-per-ip",
+                "8"
+            ]
         );
         run.args.clear();
         run.clients = 1;
-        assert!(server_args(&run) == ["--max-sessions=100"]);
+        assert!(server_args(&run) == ["--max-sessions=100", "--allow=tos"]);
     }
 }

@@ -27,6 +27,7 @@ pub mod frame;
 pub mod messages;
 pub mod preamble;
 pub mod server;
+pub mod text;
 
 #[cfg(test)]
 mod test_alloc;

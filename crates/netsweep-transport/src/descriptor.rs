@@ -3,7 +3,7 @@
 //! (listen, connect, and the crr connector) — in one value declared in the transport's file.
 
 use crate::knobs::Knob;
-use netsweep_endpoint::{CrrConnector, DataListener, Endpoint};
+use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, Footprint};
 use netsweep_model::spec::{Api, Family, Pattern, Transport, TransportRules};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
 use socket2::Socket;
@@ -12,8 +12,17 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::Duration;
 
-/// Opens the server's data path for a session, its connections wrapped in the api.
-pub type ListenFn = fn(&SessionSetup, IpAddr, Api) -> io::Result<Box<dyn DataListener>>;
+/// Opens the server's data path for a session on a local address, its connections wrapped in
+/// the api; the second address is the session's control peer, the only one a datagram data
+/// path binds to.
+pub type ListenFn = fn(&SessionSetup, IpAddr, IpAddr, Api) -> io::Result<Box<dyn DataListener>>;
+/// What a session's data path holds on the server beyond the pattern's buffers.
+pub type FootprintFn = fn(&SessionSetup) -> Footprint;
+
+/// The [`FootprintFn`] of a transport that holds nothing beyond its sockets.
+pub fn no_footprint(_: &SessionSetup) -> Footprint {
+    Footprint::default()
+}
 /// Connects the client's data path, presents the session cookie and wraps it in the api.
 pub type ConnectFn = fn(&Peer<'_>, u64, Api) -> io::Result<Box<dyn Endpoint>>;
 /// Makes the client's per-transaction connector of `--pattern crr`.
@@ -87,6 +96,8 @@ pub struct Descriptor {
     pub probe: ProbeFn,
     /// The server side of the data path.
     pub listen: ListenFn,
+    /// What the server side holds beyond the pattern's buffers (rings, tmpfs files).
+    pub footprint: FootprintFn,
     /// The client side of the data path.
     pub connect: ConnectFn,
     /// The crr connector, for a transport whose patterns include crr.

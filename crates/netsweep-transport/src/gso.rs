@@ -28,6 +28,15 @@ pub const MAX_SEGMENTS: usize = 64;
 /// The coalescing buffer: the largest GRO packet (64 KiB of IP) fits.
 const RX_BUF: usize = 1 << 16;
 
+/// What a udp data path holds beyond the pattern's buffers: with `--api gso`, the receive
+/// buffer of coalesced datagrams.
+pub fn footprint(setup: &netsweep_proto::messages::SessionSetup) -> netsweep_endpoint::Footprint {
+    netsweep_endpoint::Footprint {
+        memory: if setup.api == "gso" { RX_BUF as u64 } else { 0 },
+        tmpfs: 0,
+    }
+}
+
 /// Messages of `size` bytes one send carries: at most [`MAX_SEGMENTS`], and at most `limit`
 /// bytes of payload (one IP datagram's worth), never less than one.
 pub fn segments_per_call(size: usize, limit: usize) -> usize {
@@ -235,6 +244,10 @@ impl GsoEndpoint {
 }
 
 impl Endpoint for GsoEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.inner.send(buf)

@@ -8,7 +8,7 @@
 use crate::api::{self, Side};
 use crate::basic::{Conn, ConnListener};
 use crate::descriptor::{
-    probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES_BIDIR,
+    no_footprint, probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES_BIDIR,
 };
 use crate::{cookie, crr, knobs};
 use netsweep_endpoint::{CrrConnector, DataListener, Endpoint};
@@ -37,7 +37,8 @@ pub static TCP: Descriptor = Descriptor {
     knobs: knobs::TCP,
     polls: false,
     probe: || probe_socket(Transport::Tcp, || open(Transport::Tcp, PROBE_ADDR)),
-    listen: |s, bind, api| listen(Transport::Tcp, s, bind, api),
+    listen: |s, bind, peer, api| listen(Transport::Tcp, s, bind, peer, api),
+    footprint: no_footprint,
     connect: |p, cookie, api| connect(Transport::Tcp, p, cookie, api),
     crr: Some(|p| crr_connector(Transport::Tcp, p)),
 };
@@ -53,7 +54,8 @@ pub static UDP: Descriptor = Descriptor {
     knobs: knobs::UDP,
     polls: false,
     probe: || probe_socket(Transport::Udp, || open(Transport::Udp, PROBE_ADDR)),
-    listen: |s, bind, api| listen(Transport::Udp, s, bind, api),
+    listen: |s, bind, peer, api| listen(Transport::Udp, s, bind, peer, api),
+    footprint: crate::gso::footprint,
     connect: |p, cookie, api| connect(Transport::Udp, p, cookie, api),
     crr: None,
 };
@@ -79,11 +81,12 @@ pub fn listen(
     t: Transport,
     setup: &SessionSetup,
     bind: IpAddr,
+    peer: IpAddr,
     api: Api,
 ) -> io::Result<Box<dyn DataListener>> {
     let k = &setup.server_knobs;
     let inner: Box<dyn ConnListener> = if t.is_datagram() {
-        Box::new(DgramListener::open(t, bind, k)?)
+        Box::new(DgramListener::open(t, bind, peer, k)?)
     } else {
         Box::new(StreamListener::open(t, bind, k)?)
     };
@@ -287,18 +290,23 @@ fn dgram_socket(
     Ok((sock, notes))
 }
 
-/// The server's `udp`/`udplite` data socket, waiting for the client's cookie datagram.
+/// The server's `udp`/`udplite` data socket, waiting for the client's cookie datagram — from
+/// the session's control peer only: a cookie from any other address (a client's second
+/// address, or a source spoofed to aim the server's datagrams at a third host) is ignored
+/// and counted, so the server never sends to an address that did not open the session.
 #[derive(Debug)]
 pub struct DgramListener {
     sock: Option<(Socket, Vec<String>)>,
     knobs: Knobs,
     port: u16,
     t: Transport,
+    peer: IpAddr,
 }
 
 impl DgramListener {
-    /// Binds the data socket on `bind`, port chosen by the kernel.
-    pub fn open(t: Transport, bind: IpAddr, knobs: &Knobs) -> io::Result<Self> {
+    /// Binds the data socket on `bind`, port chosen by the kernel, for a session whose
+    /// control connection comes from `peer`.
+    pub fn open(t: Transport, bind: IpAddr, peer: IpAddr, knobs: &Knobs) -> io::Result<Self> {
         let (sock, notes) = dgram_socket(t, SocketAddr::new(bind, 0), knobs)?;
         let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
         Ok(Self {
@@ -306,8 +314,14 @@ impl DgramListener {
             knobs: knobs.clone(),
             port,
             t,
+            peer,
         })
     }
+}
+
+/// The same host address, whether or not one side wrote an IPv4 address IPv4-mapped.
+pub fn same_ip(a: IpAddr, b: IpAddr) -> bool {
+    a.to_canonical() == b.to_canonical()
 }
 
 impl ConnListener for DgramListener {
@@ -325,12 +339,16 @@ impl ConnListener for DgramListener {
             .ok_or_else(|| io::Error::other("the datagram data socket was already handed out"))?;
         let deadline = Instant::now() + timeout;
         let mut b = [std::mem::MaybeUninit::<u8>::uninit(); 64];
+        let mut strangers = 0u64;
         loop {
             sock.set_read_timeout(Some(cookie::left(
                 deadline,
                 "the client's cookie datagram",
             )?))?;
             match sock.recv_from(&mut b) {
+                Ok((_, from)) if !from.as_socket().is_some_and(|a| same_ip(a.ip(), self.peer)) => {
+                    strangers += 1;
+                }
                 Ok((n, from)) if n == cookie::LEN => {
                     // SAFETY: recv_from initialised the first `n` bytes.
                     let got: [u8; 8] = std::array::from_fn(|i| unsafe { b[i].assume_init() });
@@ -341,7 +359,14 @@ impl ConnListener for DgramListener {
                     sock.send(&want.to_be_bytes())?;
                     sock.set_read_timeout(None)?;
                     let v6 = from.is_ipv6();
-                    let granted = knobs::granted(&sock, &self.knobs, self.t, v6, notes);
+                    let mut granted = knobs::granted(&sock, &self.knobs, self.t, v6, notes);
+                    if strangers > 0 {
+                        granted.notes.push(format!(
+                            "{strangers} datagram(s) to the data port from addresses other \
+                             than the client's ({}) were ignored",
+                            self.peer
+                        ));
+                    }
                     return Ok(Conn {
                         sock,
                         transport: self.t,

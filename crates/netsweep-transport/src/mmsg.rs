@@ -190,6 +190,10 @@ impl MmsgEndpoint {
 }
 
 impl Endpoint for MmsgEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.inner.send(buf)

@@ -17,7 +17,8 @@ pub static MPTCP: Descriptor = Descriptor {
     knobs: knobs::TCP,
     polls: false,
     probe: || ip::probe_explained(Transport::Mptcp),
-    listen: |s, bind, api| ip::listen(Transport::Mptcp, s, bind, api),
+    listen: |s, bind, peer, api| ip::listen(Transport::Mptcp, s, bind, peer, api),
+    footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, api| ip::connect(Transport::Mptcp, p, cookie, api),
     crr: Some(|p| ip::crr_connector(Transport::Mptcp, p)),
 };

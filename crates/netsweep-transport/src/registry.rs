@@ -13,7 +13,7 @@
 
 use crate::descriptor::{unsupported, Descriptor, Peer};
 use crate::{ip, mpi, mptcp, packet, shm, udplite, unix, xdp};
-use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, TransportFactory};
+use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, Footprint, TransportFactory};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
 use std::io;
@@ -91,9 +91,19 @@ fn parse(setup: &SessionSetup) -> io::Result<(&'static Descriptor, Api)> {
 }
 
 impl TransportFactory for Registry {
-    fn listen(&self, setup: &SessionSetup, bind: IpAddr) -> io::Result<Box<dyn DataListener>> {
+    fn listen(
+        &self,
+        setup: &SessionSetup,
+        bind: IpAddr,
+        peer: IpAddr,
+    ) -> io::Result<Box<dyn DataListener>> {
         let (d, api) = parse(setup)?;
-        (d.listen)(setup, bind, api)
+        (d.listen)(setup, bind, peer, api)
+    }
+
+    fn footprint(&self, setup: &SessionSetup) -> Footprint {
+        Transport::parse(&setup.transport)
+            .map_or_else(Footprint::default, |t| (descriptor(t).footprint)(setup))
     }
 
     fn connect(

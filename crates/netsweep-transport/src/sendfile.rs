@@ -74,6 +74,10 @@ impl SendfileEndpoint {
 }
 
 impl Endpoint for SendfileEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         if buf.is_empty() {

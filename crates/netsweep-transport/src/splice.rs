@@ -86,6 +86,10 @@ impl SpliceEndpoint {
 }
 
 impl Endpoint for SpliceEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.inner.send(buf)

@@ -18,7 +18,8 @@ pub static UDPLITE: Descriptor = Descriptor {
     knobs: knobs::IP,
     polls: false,
     probe: || ip::probe_explained(Transport::Udplite),
-    listen: |s, bind, api| ip::listen(Transport::Udplite, s, bind, api),
+    listen: |s, bind, peer, api| ip::listen(Transport::Udplite, s, bind, peer, api),
+    footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, api| ip::connect(Transport::Udplite, p, cookie, api),
     crr: None,
 };

@@ -7,7 +7,8 @@
 use crate::api::{self, Side};
 use crate::basic::{Conn, ConnListener};
 use crate::descriptor::{
-    probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES, MESSAGES_BIDIR,
+    no_footprint, probe_socket, Descriptor, MessageLimit, Peer, CONNECTED_BIDIR, MESSAGES,
+    MESSAGES_BIDIR,
 };
 use crate::{cookie, crr, knobs};
 use netsweep_endpoint::{DataListener, Endpoint};
@@ -33,7 +34,8 @@ pub static UNIX_STREAM: Descriptor = Descriptor {
     knobs: knobs::BUFFERS,
     polls: false,
     probe: || probe_socket(Transport::UnixStream, || socket(Transport::UnixStream)),
-    listen: |s, _, api| listen_stream(Transport::UnixStream, s, api),
+    listen: |s, _, _, api| listen_stream(Transport::UnixStream, s, api),
+    footprint: no_footprint,
     connect: |p, cookie, api| connect_stream(Transport::UnixStream, p, cookie, api),
     crr: Some(|p| {
         let addr = SockAddr::unix(p.path()?)?;
@@ -53,7 +55,8 @@ pub static UNIX_DGRAM: Descriptor = Descriptor {
     knobs: knobs::BUFFERS,
     polls: false,
     probe: || probe_socket(Transport::UnixDgram, || socket(Transport::UnixDgram)),
-    listen: |s, _, api| {
+    footprint: no_footprint,
+    listen: |s, _, _, api| {
         Ok(api::listener(
             Box::new(UnixDgramListener::open(&s.server_knobs)?),
             api,
@@ -81,7 +84,8 @@ pub static UNIX_SEQPACKET: Descriptor = Descriptor {
             socket(Transport::UnixSeqpacket)
         })
     },
-    listen: |s, _, api| listen_stream(Transport::UnixSeqpacket, s, api),
+    listen: |s, _, _, api| listen_stream(Transport::UnixSeqpacket, s, api),
+    footprint: no_footprint,
     connect: |p, cookie, api| connect_stream(Transport::UnixSeqpacket, p, cookie, api),
     crr: None,
 };
@@ -124,7 +128,7 @@ impl SocketDir {
     /// Creates `$TMPDIR/netsweep-<pid>-<random>` with mode 0700.
     pub fn new() -> io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        let r = netsweep_endpoint::random_u64();
+        let r = netsweep_endpoint::random_u64()?;
         let p = std::env::temp_dir().join(format!("netsweep-{}-{r:016x}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).create(&p)?;
         Ok(Self(p))

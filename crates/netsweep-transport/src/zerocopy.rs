@@ -162,6 +162,10 @@ impl ZerocopyEndpoint {
 }
 
 impl Endpoint for ZerocopyEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut attempts = 0u32;

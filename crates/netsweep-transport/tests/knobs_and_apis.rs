@@ -219,8 +219,15 @@ fn packet_pingpong_and_stream_across_veth() {
             1492,
             &Knobs::default(),
         );
-        let (mut c, srv) = pair_in(&s, &Knobs::default(), v.ip_b, Some(&v.b.0), Some(&v.a.0))
-            .expect("packet pair across veth");
+        let (mut c, srv) = pair_in(
+            &s,
+            &Knobs::default(),
+            v.ip_b,
+            v.ip_a,
+            Some(&v.b.0),
+            Some(&v.a.0),
+        )
+        .expect("packet pair across veth");
         let g = c.granted();
         assert_eq!(g.interface.as_deref(), Some(v.if_a.as_str()));
         assert_eq!(g.path_mtu, Some(1500));
@@ -250,8 +257,8 @@ fn packet_pingpong_and_stream_across_veth() {
             batch: Some(batch as u32),
             ..Default::default()
         };
-        let (mut c, mut srv) =
-            pair_in(&s, &k, v.ip_b, Some(&v.b.0), Some(&v.a.0)).expect("packet stream pair");
+        let (mut c, mut srv) = pair_in(&s, &k, v.ip_b, v.ip_a, Some(&v.b.0), Some(&v.a.0))
+            .expect("packet stream pair");
         let drops = InducedDrops::install(&v.b.0, &v.if_b, PACKET_DATA, 10).expect("nft rule");
         for size in [20usize, 64, 1492] {
             let before = drops.dropped().expect("drop counter");
@@ -289,7 +296,7 @@ fn packet_pingpong_and_stream_across_veth() {
             1493,
             &Knobs::default(),
         );
-        let e = pair_in(&s, &k, v.ip_b, Some(&v.b.0), Some(&v.a.0))
+        let e = pair_in(&s, &k, v.ip_b, v.ip_a, Some(&v.b.0), Some(&v.a.0))
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
@@ -311,7 +318,7 @@ fn emsgsize_with_pmtu_do_names_the_path_mtu() {
     };
     let s = setup(Transport::Udp, Api::Basic, Pattern::Stream, 2000, &k);
     let (mut c, _srv) =
-        pair_in(&s, &k, v.ip_b, Some(&v.b.0), Some(&v.a.0)).expect("udp pair across veth");
+        pair_in(&s, &k, v.ip_b, v.ip_a, Some(&v.b.0), Some(&v.a.0)).expect("udp pair across veth");
     assert_eq!(c.granted().path_mtu, Some(1500));
     assert!(c.send(&[0u8; 1472]).is_ok());
     let e = c.send(&[0u8; 1473]).unwrap_err().to_string();
@@ -328,6 +335,6 @@ fn emsgsize_with_pmtu_do_names_the_path_mtu() {
     };
     let s = setup(Transport::Udp, Api::Basic, Pattern::Stream, 2000, &k);
     let (mut c, _srv) =
-        pair_in(&s, &k, v.ip_b, Some(&v.b.0), Some(&v.a.0)).expect("udp pair across veth");
+        pair_in(&s, &k, v.ip_b, v.ip_a, Some(&v.b.0), Some(&v.a.0)).expect("udp pair across veth");
     assert_eq!(c.send(&[0u8; 1473]).ok(), Some(1473));
 }

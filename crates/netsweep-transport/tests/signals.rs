@@ -83,7 +83,7 @@ fn signals_do_not_end_the_wait_for_a_data_path() {
         let to = SocketAddr::new(LOCALHOST, d.port);
         ip::stream_connect(Transport::Tcp, to, &Knobs::default(), COOKIE, WAIT).unwrap();
     });
-    let udp = ip::DgramListener::open(Transport::Udp, LOCALHOST, &k).unwrap();
+    let udp = ip::DgramListener::open(Transport::Udp, LOCALHOST, LOCALHOST, &k).unwrap();
     survives_signals(Box::new(udp), |d| {
         let to = SocketAddr::new(LOCALHOST, d.port);
         ip::dgram_connect(Transport::Udp, to, &Knobs::default(), COOKIE, WAIT).unwrap();

@@ -24,6 +24,17 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+/// The warning of a run whose server kept its host's facts to itself.
+fn withheld_warning(server: &netsweep_proto::messages::HostInfo) -> Option<String> {
+    server.kernel.is_empty().then(|| {
+        "the server withheld its host's facts (kernel, CPU model, interfaces, sysctls), as \
+         netsweep serve does for clients that did not authenticate: the results cannot say \
+         which host served them (its operator can share them: serve --allow host-facts, or \
+         --auth-key)"
+            .to_string()
+    })
+}
+
 /// Receives the run as it progresses. The CLI's sink prints the table and rewrites the file.
 pub trait RunSink {
     /// The session is established; `run` has the metadata and no points yet.
@@ -96,12 +107,15 @@ pub fn run(
         spec: spec.clone(),
         peer: ctx.peer_label.clone(),
         client: client_info,
-        server: server_info,
         granted: Granted {
             client: client_granted,
             server: server_granted,
         },
-        warnings: symmetry_warnings(spec, ctx.lab.as_ref()),
+        warnings: symmetry_warnings(spec, ctx.lab.as_ref())
+            .into_iter()
+            .chain(withheld_warning(&server_info))
+            .collect(),
+        server: server_info,
         lab: ctx.lab.clone(),
         points: Vec::new(),
         datagram_totals: None,

@@ -23,7 +23,7 @@ use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -33,7 +33,13 @@ pub const REGISTRATION: Registration = Registration {
     client: Client::open,
     server: Server::open,
     check_trial,
+    server_memory,
 };
+
+/// The session's buffers for receiving, and a batch of slots to send from.
+fn server_memory(s: &super::BufferSizes) -> u64 {
+    super::session_buffers(s).saturating_add(super::buffer_bytes(s.batch_bytes(), s.offset))
+}
 
 /// One side's counters of a trial from its sending and its receiving thread: what was sent
 /// (the sender's active time is the sending rate's), and what was received, with the
@@ -65,9 +71,10 @@ fn send(
     batch: usize,
     duration: Duration,
     cookie: u32,
+    stop: &AtomicBool,
 ) -> io::Result<SideCounters> {
     let none = &mut Intervals::default();
-    sender_trial(ep, tx, size, batch, duration, cookie, none)
+    sender_trial(ep, tx, size, batch, duration, cookie, none, stop)
 }
 
 /// Runs `f` (a receiving loop) and records the CPU time of the thread it runs on.
@@ -156,7 +163,15 @@ impl ClientPattern for Client {
         let (ep, rx_ep, rx, tx) = (&mut self.ep, &mut self.rx_ep, &mut self.rx, &mut self.tx);
         thread::scope(|s| {
             let receiving = s.spawn(|| metered(|| rx.run(rx_ep.as_mut(), duration, 0)));
-            let sent = send(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
+            let sent = send(
+                ep.as_mut(),
+                tx.as_mut(),
+                size,
+                batch,
+                duration,
+                cookie,
+                &AtomicBool::new(false),
+            );
             let got = joined(receiving.join());
             Ok(merge(sent?, got?))
         })
@@ -287,7 +302,15 @@ impl ServerPattern for Server {
                     )
                 })
             });
-            let sent = send(ep.as_mut(), tx.as_mut(), size, batch, duration, cookie);
+            let sent = send(
+                ep.as_mut(),
+                tx.as_mut(),
+                size,
+                batch,
+                duration,
+                cookie,
+                &t.signals.abort,
+            );
             if sent.is_err() {
                 // The session is over: the receiving thread must not wait for the client.
                 t.signals.abort.store(true, Ordering::Relaxed);

@@ -36,6 +36,7 @@ pub const REGISTRATION: Registration = Registration {
     client: Client::open,
     server: Server::open,
     check_trial: any_trial,
+    server_memory: super::session_buffers,
 };
 
 /// Writes the session cookie into the front of a request (once per point).
@@ -208,6 +209,11 @@ fn whole(
                 calls += 1;
                 off += n;
                 idle.reset();
+                // A client trickling a request never lets a wait time out: the end of the
+                // session is looked for on every pass too.
+                if signals.is_aborted() {
+                    return Ok(Err(Stop::Aborted));
+                }
             }
             Err(e) if is_timeout(&e) => {
                 let exceeded = idle.tick();

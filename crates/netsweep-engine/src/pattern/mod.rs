@@ -46,6 +46,7 @@ use netsweep_proto::messages::{
 };
 use std::io;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Every pattern this build knows: one line per pattern.
@@ -91,6 +92,48 @@ pub struct Registration {
     pub server: OpenServer,
     /// The server's check of a trial the client asks for, beyond the server's limits.
     pub check_trial: fn(&TrialSpec, Transport) -> Result<(), String>,
+    /// The most memory the server's side allocates for a session of these sizes (its
+    /// buffers, whatever the trials ask within the session's largest size): the session's
+    /// budget is checked against it before the session is admitted.
+    pub server_memory: fn(&BufferSizes) -> u64,
+}
+
+/// The sizes a session's server side allocates for, as its plan fixed them from the hello.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferSizes {
+    /// The session's largest message.
+    pub max_size: usize,
+    /// Messages per batch call.
+    pub batch: usize,
+    /// Offset of the buffers from a page boundary (below a page).
+    pub offset: usize,
+    /// The cache pool asked for (`--invalidate-cache`), bytes.
+    pub cache_pool: usize,
+    /// Data threads serving the session's flows (1 without `--flows`).
+    pub threads: usize,
+}
+
+impl BufferSizes {
+    /// One message slot: the largest message plus one byte (at least 64 KiB + 1).
+    pub fn slot(&self) -> usize {
+        self.max_size.max(64 * 1024).saturating_add(1)
+    }
+
+    /// A batch of slots; saturates (and is then refused by any budget) rather than wraps.
+    pub fn batch_bytes(&self) -> u64 {
+        (self.slot() as u64).saturating_mul(self.batch as u64)
+    }
+}
+
+/// [`Registration::server_memory`] of a pattern whose server side uses the session's
+/// [`ServerBuffers`] alone.
+pub fn session_buffers(s: &BufferSizes) -> u64 {
+    buffer_bytes(s.batch_bytes().max(s.cache_pool as u64), s.offset)
+}
+
+/// What a [`MessageBuffer`] of `len` bytes at `offset` allocates.
+pub fn buffer_bytes(len: u64, offset: usize) -> u64 {
+    len.saturating_add((offset % netsweep_endpoint::PAGE + netsweep_endpoint::PAGE) as u64)
 }
 
 /// A [`Registration::check_trial`] for patterns that accept every trial within the limits.
@@ -270,18 +313,72 @@ pub struct ServerOpen {
     pub threads: u32,
     /// The CPU the server's data threads run on (`--cpu`).
     pub cpu: Option<u32>,
+    /// The session's data threads for its flows, as its plan fixed them.
+    pub data_threads: usize,
+    /// When the session must be over, whatever it does: no wait for a connection goes past
+    /// it.
+    pub deadline: Instant,
+    /// The session's data sockets, which its control thread shuts down when it must end the
+    /// session while a data thread is blocked in a call.
+    pub sockets: Arc<SessionSockets>,
 }
 
 impl ServerOpen {
     /// Accepts the client's persistent data connection (the one presenting the cookie).
     pub fn accept(&self, mut listener: Box<dyn DataListener>) -> Result<Accepted, String> {
-        let ep = listener
-            .accept(self.cookie, self.timeout)
-            .map_err(|e| format!("the client's data connection did not arrive: {e}"))?;
+        let ep = self.accept_one(listener.as_mut())?;
         Ok(Accepted {
             ep,
             _listener: listener,
         })
+    }
+
+    /// Accepts one data connection presenting the cookie, within the session's timeout and
+    /// never past its deadline, and files its socket with the session's.
+    pub fn accept_one(&self, listener: &mut dyn DataListener) -> Result<Box<dyn Endpoint>, String> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(
+                "the session reached its time limit (--max-duration) while its data \
+                        connections were opening"
+                    .into(),
+            );
+        }
+        let ep = listener
+            .accept(self.cookie, self.timeout.min(left))
+            .map_err(|e| format!("the client's data connection did not arrive: {e}"))?;
+        self.sockets.add(ep.as_ref());
+        Ok(ep)
+    }
+}
+
+/// Duplicates of a session's data sockets, kept by its control thread: shutting them down
+/// wakes whatever call a data thread is blocked in (a send to a client that stopped
+/// reading, a receive from one that trickles bytes), so a session ends when the server says
+/// so. Endpoints without a socket (shared memory, MPI) are bounded by their timeouts.
+#[derive(Debug, Default)]
+pub struct SessionSockets(std::sync::Mutex<Vec<std::os::fd::OwnedFd>>);
+
+impl SessionSockets {
+    /// Files a duplicate of `ep`'s socket, if it has one (a failed dup files nothing).
+    pub fn add(&self, ep: &dyn Endpoint) {
+        let Some(fd) = ep.socket_fd() else { return };
+        // SAFETY: `fd` is the endpoint's open socket, borrowed only to duplicate it.
+        let dup = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned();
+        if let Ok(dup) = dup {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).push(dup);
+        }
+    }
+
+    /// Shuts every filed socket down both ways; returns how many.
+    pub fn shutdown(&self) -> usize {
+        let socks = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for s in socks.iter() {
+            // SAFETY: shutdown(2) on a descriptor this value owns; an error (a socket that
+            // is not connected) leaves it as it was.
+            unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(s), libc::SHUT_RDWR) };
+        }
+        socks.len()
     }
 }
 
@@ -322,17 +419,32 @@ pub struct ServerBuffers {
 
 impl ServerBuffers {
     /// Buffers for messages up to `max_size`, `batch` per call, at `offset`, over at least
-    /// `cache_pool` bytes.
-    pub fn new(max_size: usize, batch: usize, offset: usize, cache_pool: usize) -> Self {
-        let slot = max_size.max(64 * 1024) + 1;
-        let pool_len = (slot * batch).max(cache_pool);
-        Self {
-            buf: MessageBuffer::new(pool_len, offset),
+    /// `cache_pool` bytes: [`session_buffers`] bytes, or an error (never an abort) when the
+    /// allocator cannot give them.
+    pub fn try_new(s: &BufferSizes) -> io::Result<Self> {
+        let slot = s.slot();
+        let pool_len = usize::try_from(s.batch_bytes())
+            .unwrap_or(usize::MAX)
+            .max(s.cache_pool);
+        Ok(Self {
+            buf: MessageBuffer::try_new(pool_len, s.offset)?,
             slot,
             pool_len,
-            lens: vec![0usize; batch],
-            offset,
-            cache_pool,
+            lens: vec![0usize; s.batch.max(1)],
+            offset: s.offset,
+            cache_pool: s.cache_pool,
+        })
+    }
+
+    /// No buffers: a session whose pattern keeps its own (the flows' threads).
+    pub fn none() -> Self {
+        Self {
+            buf: MessageBuffer::new(0, 0),
+            slot: 0,
+            pool_len: 0,
+            lens: vec![0],
+            offset: 0,
+            cache_pool: 0,
         }
     }
 }

@@ -41,6 +41,7 @@ pub const REGISTRATION: Registration = Registration {
     client: Client::open,
     server: Server::open,
     check_trial: any_trial,
+    server_memory: super::session_buffers,
 };
 
 /// A reply later than this after its request's intended send time is late (not in the

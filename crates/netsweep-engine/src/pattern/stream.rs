@@ -29,6 +29,7 @@ pub const REGISTRATION: Registration = Registration {
     client: Client::open,
     server: Server::open,
     check_trial,
+    server_memory: super::session_buffers,
 };
 
 /// The server's check of a trial: datagram messages must hold the sequence header.
@@ -51,7 +52,9 @@ pub(super) fn check_trial(spec: &TrialSpec, transport: Transport) -> Result<(), 
 ///
 /// `iv` (armed for the trial, or inactive) counts each accepted send in the interval of the
 /// time taken before it — the time a datagram's header carries — so the receiver's count
-/// of datagrams per send interval matches this side's exactly.
+/// of datagrams per send interval matches this side's exactly. `stop` ends the trial early
+/// (looked at after every send): a server's session that is over.
+#[allow(clippy::too_many_arguments)]
 pub fn sender_trial(
     ep: &mut dyn Endpoint,
     buf: &mut [u8],
@@ -60,8 +63,11 @@ pub fn sender_trial(
     duration: Duration,
     cookie: u32,
     iv: &mut Intervals,
+    stop: &AtomicBool,
 ) -> io::Result<SideCounters> {
-    let mut c = sender_loop(ep, buf, size, batch, duration, cookie, iv, || false)?;
+    let mut c = sender_loop(ep, buf, size, batch, duration, cookie, iv, || {
+        stop.load(Ordering::Relaxed)
+    })?;
     c.intervals = iv.report();
     Ok(c)
 }
@@ -237,7 +243,11 @@ pub fn receiver_trial(
                         }
                     }
                 }
-                if signals.is_ended() && done(datagram, &c, account, signals) {
+                // A client that keeps sending never lets a receive time out: the end of the
+                // session is looked for on every pass too (one relaxed load).
+                if signals.is_aborted()
+                    || (signals.is_ended() && done(datagram, &c, account, signals))
+                {
                     break;
                 }
             }
@@ -384,6 +394,7 @@ impl ClientPattern for Client {
             duration,
             trial_cookie(self.cookie, trial),
             &mut self.iv,
+            &AtomicBool::new(false),
         )
     }
 
@@ -561,6 +572,8 @@ impl ServerPattern for Server {
                 Duration::from_nanos(duration),
                 trial_cookie(self.cookie, self.trial),
                 &mut self.iv,
+                // The session's end stops the server's sender (checked after every send).
+                &t.signals.abort,
             );
         }
         let drain = DGRAM_QUIET.as_nanos() as u64;

@@ -53,6 +53,10 @@ pub(super) fn log(
     peer: Option<SocketAddr>,
     reason: Option<&str>,
 ) {
+    // A reason may quote the peer (its hello, a decoder's error): escaped and capped, so a
+    // client can neither forge log lines nor send a terminal escape to whoever reads them.
+    let reason = reason.map(netsweep_proto::text::printable);
+    let reason = reason.as_deref();
     let line = render(
         format,
         &rfc3339(SystemTime::now()),

@@ -6,12 +6,16 @@
 //! until the handshake timeout or a newer connection cuts it short ([`handshakes`]); a client
 //! beyond the session limit is told so. The session itself is in [`session`].
 
+pub mod budget;
 mod handshakes;
 mod log;
+pub mod plan;
 mod session;
 
-pub use handshakes::MAX_HANDSHAKES;
+pub use budget::{Budget, Cost, HostLimits};
 use handshakes::{Handshakes, Slot};
+pub use handshakes::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_IP};
+pub use plan::{Plan, Policy};
 
 pub use log::LogFormat;
 use log::{log, Event};
@@ -22,7 +26,7 @@ pub use crate::pattern::dgram::trial_cookie;
 use crate::auth::AuthKey;
 use crate::error::NetError;
 use netsweep_endpoint::TransportFactory;
-use session::{handshake, Session};
+use session::{handshake, Grant, Session};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -51,6 +55,9 @@ pub struct ServerLimits {
     pub max_rate_bps: Option<u64>,
     /// Most data connections one session may open (`--flows`; `--max-flows`).
     pub max_flows: u32,
+    /// Most memory one session may hold: its buffers, its transport's rings and tmpfs files
+    /// (`--max-session-memory`).
+    pub session_memory: u64,
 }
 
 impl Default for ServerLimits {
@@ -64,9 +71,14 @@ impl Default for ServerLimits {
             max_session: Duration::from_secs(3600),
             max_rate_bps: None,
             max_flows: netsweep_model::flows::MAX_FLOWS,
+            session_memory: DEFAULT_SESSION_MEMORY,
         }
     }
 }
+
+/// The default of `--max-session-memory` when the host allows more: a sweep to the default
+/// `--max-size` (64 MiB) with bidir, or 64 flows' threads at 8 MiB, fits.
+pub const DEFAULT_SESSION_MEMORY: u64 = 1 << 30;
 
 /// How `serve` behaves.
 #[derive(Debug, Clone)]
@@ -91,6 +103,11 @@ pub struct ServeOptions {
     /// With `once`: give up (an error) when no session was admitted within this long (the
     /// server rank of `-t mpi`, whose client is another process that may never come).
     pub first_session_within: Option<Duration>,
+    /// What clients may ask beyond a plain measurement (`--allow`).
+    pub policy: Policy,
+    /// What all sessions together may hold (`--max-memory`, `--max-threads`, the open-files
+    /// limit).
+    pub budget: Cost,
 }
 
 impl Default for ServeOptions {
@@ -105,6 +122,19 @@ impl Default for ServeOptions {
             auth_key: None,
             tool_version: String::new(),
             first_session_within: None,
+            policy: Policy::default(),
+            budget: HostLimits::read().default_budget(),
+        }
+    }
+}
+
+impl ServeOptions {
+    /// The options of a server whose only clients are the run (or ranks) that started it:
+    /// every transport and knob allowed, the host's facts shared.
+    pub fn in_process() -> Self {
+        Self {
+            policy: Policy::ALL,
+            ..Self::default()
         }
     }
 }
@@ -134,8 +164,8 @@ impl LiveGuard {
     }
 }
 
-/// Who may become a session: at most `limit` at once and `per_ip` from one address, and with
-/// `once` only one ever.
+/// Who may become a session: at most `limit` at once and `per_ip` from one address (an IPv6
+/// client's /64), only within the server's budget, and with `once` only one ever.
 struct Admission {
     live: Arc<AtomicUsize>,
     admitted: AtomicU64,
@@ -143,6 +173,7 @@ struct Admission {
     per_ip: usize,
     by_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
     once: bool,
+    budget: Arc<Budget>,
 }
 
 /// An admitted session's hold on its slots: its address's count and the total, given back
@@ -151,6 +182,27 @@ struct Admitted {
     _live: LiveGuard,
     ip: IpAddr,
     by_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// The key one client is counted under: its IPv4 address (an IPv4-mapped one unwrapped), or
+/// the /64 of its IPv6 address — one subscriber's prefix, from which it can use as many
+/// addresses as it likes.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(prefix.into())
+        }
+        v4 => v4,
+    }
+}
+
+/// A client key as people read it: `2001:db8::/64` for an IPv6 prefix.
+fn key_text(key: IpAddr) -> String {
+    match key {
+        IpAddr::V6(_) => format!("{key}/64"),
+        IpAddr::V4(_) => key.to_string(),
+    }
 }
 
 impl Drop for Admitted {
@@ -169,28 +221,31 @@ impl Admission {
     /// Slots for a connection from `ip` whose handshake is complete, or why not. Sessions are
     /// admitted from many handshake threads: both counts move under one short lock, taken
     /// only here and when a session ends — never while anything waits on a peer.
-    fn admit(&self, ip: IpAddr) -> Result<Admitted, String> {
+    fn admit(&self, ip: IpAddr, cost: Cost) -> Result<(Admitted, budget::Reservation), String> {
+        let key = client_key(ip);
         let mut by_ip = self.by_ip.lock().unwrap_or_else(|p| p.into_inner());
         let live = self.live.load(Ordering::SeqCst);
         if live >= self.limit || (self.once && self.admitted.load(Ordering::SeqCst) > 0) {
             return Err(self.refusal());
         }
-        let mine = by_ip.entry(ip).or_insert(0);
-        if *mine >= self.per_ip {
+        if by_ip.get(&key).is_some_and(|&n| n >= self.per_ip) {
             return Err(format!(
-                "it is running {} session{} for {ip}, its --max-sessions-per-ip limit; try \
+                "it is running {} session{} for {}, its --max-sessions-per-ip limit; try \
                  again when one ends, or raise --max-sessions-per-ip on the server",
                 self.per_ip,
-                if self.per_ip == 1 { "" } else { "s" }
+                if self.per_ip == 1 { "" } else { "s" },
+                key_text(key)
             ));
         }
-        *mine += 1;
+        let reservation = self.budget.reserve(cost)?;
+        *by_ip.entry(key).or_insert(0) += 1;
         self.admitted.fetch_add(1, Ordering::SeqCst);
-        Ok(Admitted {
+        let admitted = Admitted {
             _live: LiveGuard::new(&self.live),
-            ip,
+            ip: key,
             by_ip: self.by_ip.clone(),
-        })
+        };
+        Ok((admitted, reservation))
     }
 
     /// Why a client was not admitted at the total limit, in the words it is shown.
@@ -238,8 +293,10 @@ pub fn serve(
         per_ip: opts.max_sessions_per_ip.max(1),
         by_ip: Arc::new(Mutex::new(HashMap::new())),
         once: opts.once,
+        budget: Budget::new(opts.budget),
     });
     let handshakes = Arc::new(Handshakes::default());
+    let controls = Arc::new(Controls::default());
     let opts = Arc::new(opts);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     let mut numbered: u64 = 0;
@@ -294,16 +351,25 @@ pub fn serve(
         }
         numbered += 1;
         let n = numbered;
-        // At the cap the oldest handshake is cut short, its thread gone before this one starts.
-        let Some(slot) = handshakes.enter(n, &stream, Duration::from_millis(200)) else {
+        // At the cap a handshake is cut short (the oldest of the address holding the most),
+        // its thread gone before this one starts.
+        let Some(slot) = handshakes.enter(
+            n,
+            &stream,
+            client_key(peer.ip()),
+            Duration::from_millis(200),
+        ) else {
             continue;
         };
-        let (factory, opts2, admission2) = (factory.clone(), opts.clone(), admission.clone());
+        let server = Shared {
+            admission: admission.clone(),
+            factory: factory.clone(),
+            opts: opts.clone(),
+            controls: controls.clone(),
+        };
         let spawned = thread::Builder::new()
             .name(format!("netsweep-s{n}"))
-            .spawn(move || {
-                connection_thread(n, peer, stream, slot, &admission2, factory.as_ref(), &opts2)
-            });
+            .spawn(move || connection_thread(n, peer, stream, slot, &server));
         match spawned {
             Ok(h) => threads.push(h),
             Err(e) => log(
@@ -315,10 +381,65 @@ pub fn serve(
             ),
         }
     }
-    for h in threads {
-        let _ = h.join();
+    // Stopping (SIGTERM, or the end of a --once run): cut short every handshake and shut every
+    // session's control connection down — a session then ends at once, stopping its data
+    // thread within its grace — and wait for them, but not forever: whatever a client does,
+    // the server is gone within STOP_WAIT.
+    handshakes.cut_all();
+    controls.shutdown_all();
+    let until = Instant::now() + STOP_WAIT;
+    while threads.iter().any(|h| !h.is_finished()) && Instant::now() < until {
+        thread::sleep(Duration::from_millis(5));
+    }
+    reap(&mut threads);
+    if !threads.is_empty() {
+        log(
+            opts.log_format,
+            Event::Error,
+            None,
+            None,
+            Some(&format!(
+                "{} session thread(s) did not end within {:.1} s of the stop; leaving them",
+                threads.len(),
+                STOP_WAIT.as_secs_f64()
+            )),
+        );
     }
     Ok(())
+}
+
+/// How long a stopping server waits for its sessions to end.
+const STOP_WAIT: Duration = Duration::from_millis(1500);
+
+/// What every connection thread shares with the accept loop.
+struct Shared {
+    admission: Arc<Admission>,
+    factory: Arc<dyn TransportFactory>,
+    opts: Arc<ServeOptions>,
+    controls: Arc<Controls>,
+}
+
+/// The control connections of running sessions, so that a stopping server can end them.
+#[derive(Default)]
+struct Controls(Mutex<HashMap<u64, TcpStream>>);
+
+impl Controls {
+    fn add(&self, n: u64, s: TcpStream) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(n, s);
+    }
+
+    fn remove(&self, n: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&n);
+    }
+
+    fn shutdown_all(&self) {
+        for s in self.0.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
 
 /// Joins the session threads that have ended.
@@ -333,17 +454,22 @@ fn reap(sessions: &mut Vec<thread::JoinHandle<()>>) {
     }
 }
 
-/// One connection's thread: its handshake (holding only a handshake slot), then, if admitted,
-/// its session, logged under its number and peer; if not, the refusal.
+/// One connection's thread: its handshake (holding only a handshake slot), its plan, then,
+/// if admitted (slots and budget), its session, logged under its number and peer; if not, the
+/// refusal.
 fn connection_thread(
     n: u64,
     peer: SocketAddr,
     stream: TcpStream,
     handshake_slot: Slot,
-    admission: &Admission,
-    factory: &dyn TransportFactory,
-    opts: &ServeOptions,
+    s: &Shared,
 ) {
+    let opts = s.opts.as_ref();
+    let say = |event: Event, session: Option<u64>, reason: Option<&str>| {
+        if opts.verbose {
+            log(opts.log_format, event, session, Some(peer), reason);
+        }
+    };
     let hello = handshake(
         stream,
         opts.limits.handshake_timeout,
@@ -354,82 +480,66 @@ fn connection_thread(
     let hello = match hello {
         Ok(h) => h,
         // Refused in the handshake (no key, wrong key, a bad hello): logged with the reason.
-        Err(NetError::Refused(reason)) => {
-            if opts.verbose {
-                log(
-                    opts.log_format,
-                    Event::Refused,
-                    None,
-                    Some(peer),
-                    Some(&reason),
-                );
-            }
-            return;
-        }
+        Err(NetError::Refused(reason)) => return say(Event::Refused, None, Some(&reason)),
         Err(e) => {
-            if opts.verbose {
-                let reason = if evicted {
-                    format!(
-                        "before the session: its handshake was cut short for a newer \
-                         connection ({MAX_HANDSHAKES} were in their handshake; a flood of \
-                         silent connections?)"
-                    )
-                } else {
-                    format!("before the session: {e}")
-                };
-                log(
-                    opts.log_format,
-                    Event::SessionFailed,
-                    Some(n),
-                    Some(peer),
-                    Some(&reason),
-                );
-            }
-            return;
+            let reason = if evicted {
+                format!(
+                    "before the session: its handshake was cut short for a newer \
+                     connection ({MAX_HANDSHAKES} were in their handshake; a flood of \
+                     silent connections?)"
+                )
+            } else {
+                format!("before the session: {e}")
+            };
+            return say(Event::SessionFailed, Some(n), Some(&reason));
         }
     };
-    let _admitted = match admission.admit(peer.ip()) {
+    // The hello, checked and costed once, before anything is allocated for it.
+    let plan = Plan::new(
+        hello.setup(),
+        hello.peer(),
+        &opts.limits,
+        &opts.policy,
+        s.factory.as_ref(),
+    )
+    .and_then(|p| match p.cost.over(&opts.budget) {
+        None => Ok(p),
+        Some(r) => Err(format!(
+            "this run would hold {} on the server, more than the {} it gives all its sessions \
+             together ({}); use smaller --sizes or fewer --flows, or ask its operator to raise it",
+            r.amount(r.of(&p.cost)),
+            r.amount(r.of(&opts.budget)),
+            r.server_flag()
+        )),
+    });
+    let plan = match plan {
+        Ok(p) => p,
+        Err(message) => {
+            say(Event::Refused, None, Some(&message));
+            return hello.refuse(message);
+        }
+    };
+    let (_admitted, reservation) = match s.admission.admit(peer.ip(), plan.cost) {
         Ok(a) => a,
         Err(message) => {
-            if opts.verbose {
-                log(
-                    opts.log_format,
-                    Event::Refused,
-                    None,
-                    Some(peer),
-                    Some(&message),
-                );
-            }
-            hello.refuse_busy(message);
-            return;
+            say(Event::Refused, None, Some(&message));
+            return hello.refuse_busy(message);
         }
     };
-    if opts.verbose {
-        log(
-            opts.log_format,
-            Event::SessionStart,
-            Some(n),
-            Some(peer),
-            None,
-        );
+    say(Event::SessionStart, Some(n), None);
+    if let Ok(c) = hello.control_stream() {
+        s.controls.add(n, c);
     }
-    let r = Session::run(hello, factory, opts);
-    if opts.verbose {
-        match &r {
-            Ok(()) => log(
-                opts.log_format,
-                Event::SessionEnd,
-                Some(n),
-                Some(peer),
-                None,
-            ),
-            Err(e) => log(
-                opts.log_format,
-                Event::SessionFailed,
-                Some(n),
-                Some(peer),
-                Some(&e.to_string()),
-            ),
-        }
+    let grant = Grant {
+        factory: s.factory.as_ref(),
+        opts,
+        deadline: Instant::now() + opts.limits.max_session,
+        reservation,
+    };
+    let r = Session::run(hello, plan, grant);
+    s.controls.remove(n);
+    match &r {
+        Ok(()) => say(Event::SessionEnd, Some(n), None),
+        Err(e) => say(Event::SessionFailed, Some(n), Some(&e.to_string())),
     }
 }

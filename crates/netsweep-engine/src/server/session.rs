@@ -2,6 +2,8 @@
 //! welcome), its data thread, and its trials until `bye`, a failure or the client's
 //! disappearance; every exit path stops and reaps the data thread.
 
+use super::budget::Reservation;
+use super::plan::{Peer, Plan};
 use super::{ServeOptions, ServerLimits};
 use crate::auth::{server_challenge, AuthKey};
 use crate::control::ServerControl;
@@ -9,10 +11,9 @@ use crate::error::NetError;
 use crate::hostinfo;
 use crate::meter::{pin_current_thread, TrialMeter};
 use crate::pattern::{
-    self, Registration, ServerBuffers, ServerOpen, ServerPattern, ServerTrial, TrialSignals,
+    ServerBuffers, ServerOpen, ServerPattern, ServerTrial, SessionSockets, TrialSignals,
 };
 use netsweep_endpoint::TransportFactory;
-use netsweep_model::spec::{Pattern, Transport};
 use netsweep_proto::messages::{
     ClientMsg, DataEndpoint, ServerMsg, SessionSetup, SideCounters, TrialSpec,
 };
@@ -47,9 +48,33 @@ pub(super) struct Hello {
 }
 
 impl Hello {
-    /// Tells the client it is not admitted, and why.
+    /// Tells the client it is not admitted for now (a limit on what runs at once), and why.
     pub(super) fn refuse_busy(mut self, message: String) {
         let _ = self.ctl.send(ServerMsg::Busy { message });
+    }
+
+    /// Tells the client its session cannot run here (its plan is refused), and why.
+    pub(super) fn refuse(mut self, message: String) {
+        let _ = self.ctl.send(ServerMsg::Error { message });
+    }
+
+    /// The session the client asks for.
+    pub(super) fn setup(&self) -> &SessionSetup {
+        &self.setup
+    }
+
+    /// Where the client is.
+    pub(super) fn peer(&self) -> Peer {
+        Peer {
+            ip: self.client_ip,
+            local: self.local_ip,
+        }
+    }
+
+    /// A second handle on the control connection, for shutting it down when the server
+    /// stops.
+    pub(super) fn control_stream(&self) -> io::Result<std::net::TcpStream> {
+        self.ctl.stream().try_clone()
     }
 }
 
@@ -93,14 +118,28 @@ pub(super) fn handshake(
 /// One session's control side.
 pub(super) struct Session;
 
+/// How long the control thread waits for the data thread to stop once the session is over,
+/// before it shuts the data sockets down (waking a call blocked on the client), and again
+/// after: however the client behaves, a session's end takes at most twice this.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+
+/// What an admitted session runs with besides its plan.
+pub(super) struct Grant<'a> {
+    /// Makes the data path.
+    pub factory: &'a dyn TransportFactory,
+    /// The server's options.
+    pub opts: &'a ServeOptions,
+    /// When the session must be over (`--max-duration` from its admission).
+    pub deadline: Instant,
+    /// Its share of the server's budget: moved to its data thread, so that it is given back
+    /// only when the last thread holding its buffers ends.
+    pub reservation: Reservation,
+}
+
 impl Session {
     /// Serves an admitted session to its end.
-    pub(super) fn run(
-        hello: Hello,
-        factory: &dyn TransportFactory,
-        opts: &ServeOptions,
-    ) -> Result<(), NetError> {
-        let limits = &opts.limits;
+    pub(super) fn run(hello: Hello, plan: Plan, a: Grant<'_>) -> Result<(), NetError> {
+        let limits = &a.opts.limits;
         let Hello {
             mut ctl,
             setup,
@@ -113,47 +152,9 @@ impl Session {
             })?;
             Err(NetError::Refused(message))
         };
-        let Some(transport) = Transport::parse(&setup.transport) else {
-            return refuse(
-                &mut ctl,
-                format!("this server does not know transport {:?}", setup.transport),
-            );
-        };
-        let flows = setup.flow_count();
-        let Some(reg) =
-            Pattern::parse(&setup.pattern).and_then(|p| pattern::registration_for(p, flows))
-        else {
-            let with = if flows > 1 { " with --flows" } else { "" };
-            return refuse(
-                &mut ctl,
-                format!(
-                    "this server does not know pattern {:?}{with}",
-                    setup.pattern
-                ),
-            );
-        };
-        if setup.max_size > limits.max_size {
-            return refuse(
-                &mut ctl,
-                format!(
-                    "message size {} is above this server's limit of {} bytes (--max-size)",
-                    setup.max_size, limits.max_size
-                ),
-            );
-        }
-        if setup.flows > limits.max_flows {
-            return refuse(
-                &mut ctl,
-                format!(
-                    "--flows {} is above this server's limit of {} flows per session \
-                     (--max-flows)",
-                    setup.flows, limits.max_flows
-                ),
-            );
-        }
-        let timeout = Duration::from_nanos(setup.timeout_ns)
-            .clamp(Duration::from_millis(100), limits.max_timeout);
-        let listener = match factory.listen(&setup, local_ip) {
+        let transport = plan.transport;
+        let timeout = plan.timeout;
+        let listener = match a.factory.listen(&setup, local_ip, client_ip) {
             Ok(l) => l,
             Err(e) => {
                 return refuse(
@@ -162,51 +163,58 @@ impl Session {
                 )
             }
         };
-        let cookie = netsweep_endpoint::random_u64();
+        let cookie = match netsweep_endpoint::random_u64() {
+            Ok(c) => c,
+            Err(e) => return refuse(&mut ctl, format!("no session cookie: {e}")),
+        };
         let data: DataEndpoint = listener.endpoint();
+        // Host facts go to a client that proved the key, or where the operator allows them.
+        let server = if a.opts.auth_key.is_some() || a.opts.policy.host_facts {
+            hostinfo::collect(&a.opts.tool_version)
+        } else {
+            hostinfo::withheld(&a.opts.tool_version)
+        };
         ctl.send(ServerMsg::Welcome {
-            server: hostinfo::collect(&opts.tool_version),
+            server,
             cookie,
             data,
         })?;
         // The pattern opens its data path before data_ready: a datagram client waits for our
         // acknowledgement of its cookie before it says data_ready (crr readies the listener).
+        let sockets = Arc::new(SessionSockets::default());
         let open = ServerOpen {
             transport,
             cookie,
             client: client_ip,
             timeout,
-            reverse: setup.reverse,
-            flows,
+            reverse: plan.reverse,
+            flows: plan.flows,
             threads: setup.threads,
-            cpu: setup.server_knobs.cpu,
+            cpu: plan.cpu,
+            data_threads: plan.sizes.threads,
+            deadline: a.deadline,
+            sockets: sockets.clone(),
         };
-        let mut path = match (reg.server)(listener, &open) {
+        let mut path = match (plan.reg.server)(listener, &open) {
             Ok(p) => p,
             Err(message) => return refuse(&mut ctl, message),
         };
-        match ctl.recv("waiting for data_ready", timeout)? {
+        match ctl.recv("waiting for data_ready", left(timeout, a.deadline))? {
             ClientMsg::DataReady {} => {}
             _ => return Err(NetError::Refused("expected data_ready".into())),
         }
         let mut granted = path.bound().map_err(|e| NetError::io("data endpoint", e))?;
-        granted.cpu = setup.server_knobs.cpu;
+        granted.cpu = plan.cpu;
 
         let signals = Arc::new(TrialSignals::default());
         let (cmd_tx, cmd_rx) = mpsc::channel::<DataCmd>();
         let (res_tx, res_rx) = mpsc::channel::<io::Result<SideCounters>>();
         let (armed_tx, armed_rx) = mpsc::channel::<()>();
-        let (pin_tx, pin_rx) = mpsc::channel::<Result<(), String>>();
-        let pin = setup.server_knobs.cpu;
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let data_thread = {
             let signals = signals.clone();
-            let k = &setup.server_knobs;
-            let sizes = BufferSizes {
-                max_size: setup.max_size as usize,
-                offset: k.buffer_offset.unwrap_or(0) as usize,
-                batch: k.batch.unwrap_or(1).clamp(1, 1024) as usize,
-                cache_pool: k.cache_pool.unwrap_or(0).min(1 << 28) as usize,
-            };
+            let (pin, sizes, flows) = (plan.cpu, plan.sizes, plan.flows);
+            let reservation = a.reservation;
             let chans = DataThreadChannels {
                 cmds: cmd_rx,
                 armed: armed_tx,
@@ -215,12 +223,29 @@ impl Session {
             thread::Builder::new()
                 .name("netsweep-data".into())
                 .spawn(move || {
-                    // Pin first, so every trial runs where the client asked.
-                    let pinned = pin.map_or(Ok(()), pin_current_thread);
-                    let ok = pinned.is_ok();
-                    let _ = pin_tx.send(pinned);
-                    if ok {
-                        data_loop(path.as_mut(), sizes, timeout, &signals, chans);
+                    let _reservation = reservation;
+                    // Pin first, so every trial runs where the client asked; then the
+                    // buffers, sized by the plan (a flows session's threads keep their own).
+                    let bufs = pin
+                        .map_or(Ok(()), pin_current_thread)
+                        .map_err(|m| format!("server side --cpu: {m}"))
+                        .and_then(|()| {
+                            let b = if flows > 1 {
+                                Ok(ServerBuffers::none())
+                            } else {
+                                ServerBuffers::try_new(&sizes)
+                            };
+                            b.and_then(|b| path.prepare(b.slot, sizes.batch).map(|()| b))
+                                .map_err(|e| format!("server buffers: {e}"))
+                        });
+                    match bufs {
+                        Ok(bufs) => {
+                            let _ = ready_tx.send(Ok(()));
+                            data_loop(path.as_mut(), bufs, timeout, &signals, chans);
+                        }
+                        Err(m) => {
+                            let _ = ready_tx.send(Err(m));
+                        }
                     }
                 })
                 .map_err(|e| NetError::io("starting the data thread", e))?
@@ -230,33 +255,97 @@ impl Session {
             armed: armed_rx,
             results: res_rx,
         };
-        let result = match pin_rx.recv_timeout(timeout) {
-            Ok(Ok(())) => ctl.send(ServerMsg::DataBound { granted }).and_then(|()| {
-                Self::trials(&mut ctl, reg, transport, limits, timeout, &signals, &chans)
-            }),
-            Ok(Err(message)) => refuse(&mut ctl, format!("server side --cpu: {message}")),
+        let session = Control {
+            plan: &plan,
+            limits,
+            timeout,
+            deadline: a.deadline,
+            signals: &signals,
+            chans: &chans,
+        };
+        let result = match ready_rx.recv_timeout(left(timeout, a.deadline)) {
+            Ok(Ok(())) => ctl
+                .send(ServerMsg::DataBound { granted })
+                .and_then(|()| session.trials(&mut ctl)),
+            Ok(Err(message)) => refuse(&mut ctl, message),
             Err(_) => refuse(&mut ctl, "the server's data thread did not start".into()),
         };
-        // However the session ended, stop the data thread (its loops poll the abort flag and
-        // its waits end when the channels close) and reap it: its sockets close with it.
+        // However the session ended, stop the data thread: its loops look at the abort flag
+        // on every pass and its waits end when the channels close; a call blocked on the
+        // client ends when its socket is shut down.
         signals.abort.store(true, Ordering::SeqCst);
         drop(chans);
+        if !stop(&data_thread, &sockets) {
+            // It holds its buffers and its share of the budget until it ends; the session's
+            // slot is free meanwhile.
+            return Err(NetError::Refused(format!(
+                "{}; its data thread did not stop within {:.1} s of the session's end \
+                 (left to end by itself)",
+                result
+                    .err()
+                    .map_or("the session ended".into(), |e| e.to_string()),
+                2.0 * STOP_GRACE.as_secs_f64()
+            )));
+        }
         let _ = data_thread.join();
         result
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn trials(
-        ctl: &mut ServerControl,
-        reg: &Registration,
-        transport: Transport,
-        limits: &ServerLimits,
-        timeout: Duration,
-        signals: &TrialSignals,
-        chans: &DataChannels,
-    ) -> Result<(), NetError> {
+/// Waits (bounded) for `thread` to end, shutting the session's data sockets down if it does
+/// not within [`STOP_GRACE`]; true once it ended.
+fn stop(thread: &thread::JoinHandle<()>, sockets: &SessionSockets) -> bool {
+    let ended = |grace: Duration| {
+        let until = Instant::now() + grace;
+        while !thread.is_finished() {
+            if Instant::now() >= until {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        true
+    };
+    ended(STOP_GRACE) || {
+        sockets.shutdown();
+        ended(STOP_GRACE)
+    }
+}
+
+/// How long a wait may last: `wait`, but never past `deadline` (at least a millisecond, so a
+/// wait at the deadline times out at once rather than blocking).
+fn left(wait: Duration, deadline: Instant) -> Duration {
+    wait.min(deadline.saturating_duration_since(Instant::now()))
+        .max(Duration::from_millis(1))
+}
+
+/// The control thread's view of a running session.
+struct Control<'a> {
+    plan: &'a Plan,
+    limits: &'a ServerLimits,
+    timeout: Duration,
+    deadline: Instant,
+    signals: &'a TrialSignals,
+    chans: &'a DataChannels,
+}
+
+impl Control<'_> {
+    /// The refusal of a session that reached its deadline.
+    fn too_long(&self, ctl: &mut ServerControl) -> Result<(), NetError> {
+        let message = format!(
+            "the session has lasted longer than this server's limit of {} s \
+             (--max-duration); the points measured so far are kept",
+            self.limits.max_session.as_secs()
+        );
+        ctl.send(ServerMsg::Error {
+            message: message.clone(),
+        })?;
+        Err(NetError::Refused(message))
+    }
+
+    fn trials(&self, ctl: &mut ServerControl) -> Result<(), NetError> {
+        let (limits, timeout, signals, chans) =
+            (self.limits, self.timeout, self.signals, self.chans);
         let res_rx = &chans.results;
-        let started = Instant::now();
         let mut trial_started = Instant::now();
         // How long the client may take to send its next message: its trial's duration more
         // while a time-bounded trial runs (a 3 s trial with --timeout 1s is no dead peer).
@@ -266,8 +355,20 @@ impl Session {
         // The data thread's result, when it came before the client's end of the trial.
         let mut early: Option<io::Result<SideCounters>> = None;
         loop {
-            let msg = match ctl.recv("waiting for the next trial", wait_next) {
+            let mut wait = left(wait_next, self.deadline);
+            if running {
+                // Look again when the trial reaches the server's limit of a trial.
+                wait = wait.min(
+                    (trial_started + limits.max_trial)
+                        .saturating_duration_since(Instant::now())
+                        .max(Duration::from_millis(1)),
+                );
+            }
+            let msg = match ctl.recv("waiting for the next trial", wait) {
                 Ok(m) => m,
+                Err(NetError::Timeout { .. }) if Instant::now() >= self.deadline => {
+                    return self.too_long(ctl);
+                }
                 // A count-bounded trial lasts as long as its round trips take. While the data
                 // thread still works at it (it gives up by itself after `timeout` without
                 // data), the client is no dead peer; once it is done, the client has one more
@@ -286,20 +387,12 @@ impl Session {
                 Err(e) => return Err(e),
             };
             match msg {
-                ClientMsg::TrialStart { .. } if started.elapsed() > limits.max_session => {
-                    let message = format!(
-                        "the session has lasted longer than this server's limit of {} s \
-                         (--max-duration); the points measured so far are kept",
-                        limits.max_session.as_secs()
-                    );
-                    ctl.send(ServerMsg::Error {
-                        message: message.clone(),
-                    })?;
-                    return Err(NetError::Refused(message));
+                ClientMsg::TrialStart { .. } if Instant::now() >= self.deadline => {
+                    return self.too_long(ctl);
                 }
                 ClientMsg::TrialStart { trial, spec } => {
                     wait_next = timeout + Duration::from_nanos(spec.duration_ns);
-                    if let Err(message) = check_trial(&spec, reg, transport, limits) {
+                    if let Err(message) = self.plan.check_trial(&spec, limits) {
                         ctl.send(ServerMsg::Error {
                             message: message.clone(),
                         })?;
@@ -334,7 +427,7 @@ impl Session {
                     wait_next = timeout;
                     running = false;
                     signals.end(counters.bytes_sent, counters.messages_sent);
-                    let wait = timeout + Duration::from_secs(1);
+                    let wait = left(timeout + Duration::from_secs(1), self.deadline);
                     let result = match early.take() {
                         Some(r) => Ok(r),
                         None => res_rx.recv_timeout(wait),
@@ -348,6 +441,7 @@ impl Session {
                             })?;
                             return Err(NetError::Refused(message));
                         }
+                        Err(_) if Instant::now() >= self.deadline => return self.too_long(ctl),
                         Err(_) => {
                             let message =
                                 "server data thread did not finish the trial in time".to_string();
@@ -367,7 +461,10 @@ impl Session {
                 }
                 ClientMsg::Bye {} => return Ok(()),
                 other => {
-                    return Err(NetError::Refused(format!("unexpected message {other:?}")));
+                    return Err(NetError::Refused(format!(
+                        "unexpected message {}",
+                        netsweep_proto::text::printable(&format!("{other:?}"))
+                    )));
                 }
             }
         }
@@ -390,42 +487,6 @@ fn over_rate(c: &SideCounters, since: Instant, limits: &ServerLimits) -> Option<
     })
 }
 
-fn check_trial(
-    spec: &TrialSpec,
-    reg: &Registration,
-    transport: Transport,
-    limits: &ServerLimits,
-) -> Result<(), String> {
-    if spec.size > limits.max_size {
-        return Err(format!(
-            "trial size {} above the server limit {} (--max-size)",
-            spec.size, limits.max_size
-        ));
-    }
-    if spec.repetitions > limits.max_repetitions {
-        return Err(format!(
-            "{} repetitions above the server limit {}",
-            spec.repetitions, limits.max_repetitions
-        ));
-    }
-    if Duration::from_nanos(spec.duration_ns) > limits.max_trial {
-        return Err(format!(
-            "trial of {} ns above the server limit",
-            spec.duration_ns
-        ));
-    }
-    (reg.check_trial)(spec, transport)
-}
-
-/// The sizes of the server's buffers, from the session's setup.
-#[derive(Debug, Clone, Copy)]
-struct BufferSizes {
-    max_size: usize,
-    offset: usize,
-    batch: usize,
-    cache_pool: usize,
-}
-
 /// The data thread's ends of the channels to its control thread.
 struct DataThreadChannels {
     cmds: mpsc::Receiver<DataCmd>,
@@ -433,20 +494,15 @@ struct DataThreadChannels {
     results: mpsc::Sender<io::Result<SideCounters>>,
 }
 
-/// The data thread: owns the pattern's data path and runs each trial's loop.
+/// The data thread: owns the pattern's data path and runs each trial's loop with the
+/// session's buffers (allocated once, by the plan).
 fn data_loop(
     path: &mut dyn ServerPattern,
-    sizes: BufferSizes,
+    mut bufs: ServerBuffers,
     idle: Duration,
     signals: &TrialSignals,
     chans: DataThreadChannels,
 ) {
-    // Allocated once per session.
-    let mut bufs = ServerBuffers::new(sizes.max_size, sizes.batch, sizes.offset, sizes.cache_pool);
-    if let Err(e) = path.prepare(bufs.slot, sizes.batch) {
-        let _ = chans.results.send(Err(e));
-        return;
-    }
     while let Ok(cmd) = chans.cmds.recv() {
         let DataCmd::Trial { spec, trial } = cmd;
         let meter = TrialMeter::start(path.stats());

@@ -31,7 +31,8 @@ pub static MPI: Descriptor = Descriptor {
     knobs: &[],
     polls: true,
     probe,
-    listen: |_, _, _| listen(),
+    listen: |_, _, _, _| listen(),
+    footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, _| connect(cookie, p.timeout),
     crr: None,
 };

@@ -73,6 +73,10 @@ impl PacketEndpoint {
 }
 
 impl Endpoint for PacketEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         if buf.len() > max_payload(self.link.mtu) {

@@ -63,7 +63,8 @@ pub static PACKET: Descriptor = Descriptor {
             Socket::new(Domain::PACKET, Type::RAW, None)
         })
     },
-    listen: |s, bind, api| Ok(Box::new(PacketListener::open(s, bind, api == Api::Mmsg)?)),
+    listen: |s, bind, _, api| Ok(Box::new(PacketListener::open(s, bind, api == Api::Mmsg)?)),
+    footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, api| {
         connect(
             p.setup,

@@ -26,14 +26,17 @@ impl ShmListener {
     pub fn open(setup: &SessionSetup) -> io::Result<Self> {
         let knobs = &setup.server_knobs;
         let capacity = capacity(knobs);
-        let r = netsweep_endpoint::random_u64();
+        let r = netsweep_endpoint::random_u64()?;
         let path = shm_dir().join(format!("netsweep-shm-{}-{r:016x}", std::process::id()));
         let fd = open_file(&path, true)?;
         let len = HEADER + 2 * capacity as usize;
-        // SAFETY: sizing the file we just created.
-        let rc = unsafe { libc::ftruncate(fd, len as libc::off_t) };
+        // Reserved, not only sized: on a full tmpfs ftruncate(2) succeeds and the first store to
+        // a missing page raises SIGBUS, killing the whole server; posix_fallocate(3) refuses
+        // with ENOSPC instead, here, where it can be told to the client.
+        // SAFETY: allocating the file we just created; it returns an errno, sets none.
+        let rc = unsafe { libc::posix_fallocate(fd, 0, len as libc::off_t) };
         let mapped = if rc != 0 {
-            Err(io::Error::last_os_error())
+            Err(io::Error::from_raw_os_error(rc))
         } else {
             Mapping::map(fd, len)
         };
@@ -53,7 +56,8 @@ impl ShmListener {
         h.server_pid.store(std::process::id(), Ordering::Relaxed);
         h.state.store(ST_WAITING, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::SeqCst);
-        let timeout = Duration::from_nanos(setup.timeout_ns.max(1_000_000));
+        // The client's timeout, within the bounds the server puts on every session's.
+        let timeout = Duration::from_nanos(setup.timeout_ns.clamp(1_000_000, 300_000_000_000));
         Ok(Self {
             path,
             map: Some(map),

@@ -63,7 +63,8 @@ pub static SHM: Descriptor = Descriptor {
     knobs: knobs::BUFFERS,
     polls: true,
     probe: || probe().map(|()| None),
-    listen: |s, _, _| Ok(Box::new(ShmListener::open(s)?)),
+    listen: |s, _, _, _| Ok(Box::new(ShmListener::open(s)?)),
+    footprint,
     connect: |p, cookie, _| connect(p.path()?, p.knobs, cookie, p.timeout),
     crr: None,
 };
@@ -83,6 +84,14 @@ pub fn capacity(knobs: &Knobs) -> u64 {
         .unwrap_or(DEFAULT_CAPACITY)
         .clamp(MIN_CAPACITY, MAX_CAPACITY)
         .next_power_of_two()
+}
+
+/// The session's shared-memory file: a header page and the two rings, in tmpfs.
+pub fn footprint(setup: &SessionSetup) -> netsweep_endpoint::Footprint {
+    netsweep_endpoint::Footprint {
+        memory: 0,
+        tmpfs: layout::HEADER as u64 + 2 * capacity(&setup.server_knobs),
+    }
 }
 
 /// Notes for knobs that mean nothing on shared memory.

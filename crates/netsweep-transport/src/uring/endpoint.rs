@@ -103,6 +103,10 @@ impl UringEndpoint {
 }
 
 impl Endpoint for UringEndpoint {
+    fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.inner.fd)
+    }
+
     #[inline]
     fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.ensure(1)?;

@@ -27,6 +27,9 @@ use crate::knobs::Knob;
 use crate::packet::HEADER;
 use netsweep_model::spec::{Api, Family, Transport};
 
+/// Bytes of the UMEM each endpoint maps (its chunks of one frame each, `ring.rs`).
+pub const UMEM_BYTES: u64 = 4096 * 4096;
+
 /// `xdp`: raw Ethernet frames through an AF_XDP socket.
 pub static XDP: Descriptor = Descriptor {
     transport: Transport::Xdp,
@@ -41,7 +44,11 @@ pub static XDP: Descriptor = Descriptor {
     knobs: &[Knob::Interface, Knob::BusyPoll],
     polls: false,
     probe,
-    listen: |s, bind, _| listen(s, bind),
+    listen: |s, bind, _, _| listen(s, bind),
+    footprint: |_| netsweep_endpoint::Footprint {
+        memory: UMEM_BYTES,
+        tmpfs: 0,
+    },
     connect: |p, cookie, _| connect(p, cookie),
     crr: None,
 };

@@ -20,6 +20,8 @@ const CHUNK: u32 = 4096;
 const CHUNKS: u32 = 4096;
 /// Entries in each ring.
 const RING: u32 = CHUNKS / 2;
+// The footprint the descriptor declares for a session's admission is this UMEM.
+const _: () = assert!((CHUNKS * CHUNK) as u64 == super::UMEM_BYTES);
 /// Bytes the kernel keeps in front of a received frame in its chunk (XDP_PACKET_HEADROOM).
 const XDP_HEADROOM: usize = 256;
 /// The largest frame one chunk holds.

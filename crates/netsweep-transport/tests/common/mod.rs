@@ -16,7 +16,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -83,19 +83,21 @@ pub fn setup(
 }
 
 pub fn cookie() -> u64 {
-    netsweep_endpoint::random_u64()
+    netsweep_endpoint::random_u64().expect("random bytes")
 }
 
-/// Opens a listener (optionally inside namespace `sns`), connects a client (inside `cns`).
+/// Opens a listener on `ip` (optionally inside namespace `sns`) for a client at `client_ip`,
+/// connects that client (inside `cns`).
 pub fn pair_in(
     s: &SessionSetup,
     client: &Knobs,
     ip: IpAddr,
+    client_ip: IpAddr,
     sns: Option<&str>,
     cns: Option<&str>,
 ) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
     let s1 = s.clone();
-    let mut l: Box<dyn DataListener> = in_ns(sns, move || Registry.listen(&s1, ip))?;
+    let mut l: Box<dyn DataListener> = in_ns(sns, move || Registry.listen(&s1, ip, client_ip))?;
     let data = l.endpoint();
     let c = cookie();
     let h = thread::spawn(move || l.accept(c, TIMEOUT));
@@ -113,7 +115,8 @@ pub fn pair(
     s: &SessionSetup,
     client: &Knobs,
 ) -> io::Result<(Box<dyn Endpoint>, Box<dyn Endpoint>)> {
-    pair_in(s, client, IpAddr::from([127, 0, 0, 1]), None, None)
+    let lo = IpAddr::from([127, 0, 0, 1]);
+    pair_in(s, client, lo, lo, None, None)
 }
 
 /// Runs `reps` verified round trips of `size` bytes; returns (client, server) figures.
@@ -215,6 +218,7 @@ pub fn stream(
         dur,
         trial_cookie,
         &mut iv,
+        &AtomicBool::new(false),
     );
     let sent = r.as_ref().map(|c| c.clone()).unwrap_or_default();
     signals.end(sent.bytes_sent, sent.messages_sent);

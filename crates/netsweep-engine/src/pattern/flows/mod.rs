@@ -32,20 +32,37 @@ const REGISTRY: &[Registration] = &[
         client: client::open_stream,
         server: server::open_stream,
         check_trial: super::any_trial,
+        server_memory: |s| threads_memory(s, false),
     },
     Registration {
         pattern: Pattern::Pingpong,
         client: client::open_rr,
         server: server::open_rr,
         check_trial: super::any_trial,
+        server_memory: |s| threads_memory(s, true),
     },
     Registration {
         pattern: Pattern::Rate,
         client: rate_client::open,
         server: server::open_rate,
         check_trial: super::any_trial,
+        server_memory: |s| threads_memory(s, true),
     },
 ];
+
+/// What each data thread of a flows session holds at most: a receive buffer of the largest
+/// message (at least 64 KiB), a send buffer of it when the server's threads send (replies),
+/// and its flows' state; the session's own buffers are not allocated.
+fn threads_memory(s: &super::BufferSizes, sends: bool) -> u64 {
+    let rx = s.max_size.max(64 * 1024) as u64;
+    let tx = if sends { s.max_size as u64 } else { 0 };
+    rx.saturating_add(tx)
+        .saturating_add(PER_THREAD)
+        .saturating_mul(s.threads as u64)
+}
+
+/// A data thread's fixed state: its epoll events and counters.
+const PER_THREAD: u64 = 64 * 1024;
 
 /// The flows variant of `pattern`, if it has one.
 pub fn registration(pattern: Pattern) -> Option<&'static Registration> {

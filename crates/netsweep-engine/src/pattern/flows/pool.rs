@@ -36,14 +36,9 @@ pub(super) enum Role {
 }
 
 impl Role {
-    /// The pattern this role is a side of.
-    pub(super) fn pattern(self) -> netsweep_model::spec::Pattern {
-        use netsweep_model::spec::Pattern;
-        match self {
-            Role::StreamSend | Role::StreamRecv => Pattern::Stream,
-            Role::RrClient | Role::RrServer => Pattern::Pingpong,
-            Role::RateClient | Role::RateServer => Pattern::Rate,
-        }
+    /// True when a thread in this role sends messages (a stream's receiver only receives).
+    pub(super) fn sends(self) -> bool {
+        self != Role::StreamRecv
     }
 }
 
@@ -392,7 +387,8 @@ impl Worker {
         self.counts.fill(FlowCounters::default());
         (self.send_calls, self.recv_calls) = (0, 0);
         let rx = job.size.max(64 * 1024);
-        if self.tx.len() < job.size {
+        // Only a thread that sends holds a send buffer (a stream's receiving threads none).
+        if job.role.sends() && self.tx.len() < job.size {
             self.tx = vec![0x5a; job.size];
         }
         if self.rx.len() < rx {

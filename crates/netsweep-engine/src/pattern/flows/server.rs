@@ -5,7 +5,7 @@
 
 use super::client::merge;
 use super::pool::{Job, Pool, Role};
-use super::{ensure_descriptors, read_index, thread_count};
+use super::read_index;
 use crate::pattern::{ServerBuffers, ServerOpen, ServerPattern, ServerTrial};
 use netsweep_endpoint::{DataListener, Endpoint};
 use netsweep_proto::messages::{GrantedKnobs, SideCounters};
@@ -72,14 +72,18 @@ impl Server {
                 "--flows {n} is above this server's limit of {most} flows"
             ));
         }
-        ensure_descriptors(n, "server")?;
         let mut slots: Vec<Option<Box<dyn Endpoint>>> = (0..n).map(|_| None).collect();
         for k in 0..n {
-            let mut ep = listener.accept(o.cookie, o.timeout).map_err(|e| {
-                format!("flow data connection {} of {n} did not arrive: {e}", k + 1)
-            })?;
-            let i = read_index(ep.as_mut(), o.timeout)
-                .map_err(|e| format!("a flow did not say its number: {e}"))?;
+            // Within the session's deadline (the sockets filed with the session's).
+            let mut ep = o
+                .accept_one(listener.as_mut())
+                .map_err(|e| format!("flow data connection {} of {n}: {e}", k + 1))?;
+            let left = o.deadline.saturating_duration_since(Instant::now());
+            let i = read_index(
+                ep.as_mut(),
+                o.timeout.min(left).max(Duration::from_millis(1)),
+            )
+            .map_err(|e| format!("a flow did not say its number: {e}"))?;
             match slots.get_mut(i as usize) {
                 Some(slot @ None) => *slot = Some(ep),
                 _ => return Err(format!("flow number {i} is out of range or repeated")),
@@ -87,8 +91,8 @@ impl Server {
         }
         let eps: Vec<Box<dyn Endpoint>> = slots.into_iter().flatten().collect();
         let granted = eps[0].granted();
-        let pool = Pool::spawn(eps, thread_count(o.threads, n, role.pattern()), o.cpu)
-            .map_err(|m| format!("server side: {m}"))?;
+        let pool =
+            Pool::spawn(eps, o.data_threads, o.cpu).map_err(|m| format!("server side: {m}"))?;
         Ok(Box::new(Self {
             role,
             pool,
