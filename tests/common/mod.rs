@@ -7,9 +7,14 @@ pub mod serve;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The netsweep binary built for these tests.
+/// The netsweep binary built for these tests, or `$NETSWEEP_TEST_BIN` (to run a test against
+/// another build, e.g. to show that it fails on the code before a fix).
 pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_netsweep")
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("NETSWEEP_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_netsweep").to_string())
+    })
 }
 
 /// A fresh scratch directory under the target dir.

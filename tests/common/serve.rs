@@ -19,9 +19,34 @@ pub struct Server {
 impl Server {
     /// Starts `netsweep serve` with `extra` flags.
     pub fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(bin())
+        let mut c = Command::new(bin());
+        c.args(["serve", "--bind", "127.0.0.1", "--port", "0"]).args(extra);
+        Self::spawn(c)
+    }
+
+    /// Starts `netsweep serve` with `extra` flags under an address-space limit of `bytes`
+    /// (`prlimit --as`, which then runs the server in its own process).
+    pub fn start_limited(bytes: u64, extra: &[&str]) -> Server {
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--as={bytes}"))
+            .arg("--")
+            .arg(bin())
             .args(["serve", "--bind", "127.0.0.1", "--port", "0"])
-            .args(extra)
+            .args(extra);
+        Self::spawn(c)
+    }
+
+    /// The server's `field` (`VmHWM:`, `VmRSS:`…) from /proc/PID/status, KiB.
+    pub fn vm_kib(&self, field: &str) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
+    }
+
+    fn spawn(mut c: Command) -> Server {
+        let mut child = c
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -346,7 +346,15 @@ impl ServerOpen {
         }
         let ep = listener
             .accept(self.cookie, self.timeout.min(left))
-            .map_err(|e| format!("the client's data connection did not arrive: {e}"))?;
+            .map_err(|e| {
+                if Instant::now() >= self.deadline {
+                    "the session reached its time limit (--max-duration) while its data \
+                     connections were opening"
+                        .to_string()
+                } else {
+                    format!("the client's data connection did not arrive: {e}")
+                }
+            })?;
         self.sockets.add(ep.as_ref());
         Ok(ep)
     }
