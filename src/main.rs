@@ -1,6 +1,7 @@
 //! netsweep: a protocol-independent network performance evaluator. This binary is only the
 //! command line; measurement lives in the crates.
 
+mod atomic_file;
 mod cli;
 mod cmd_compare;
 mod cmd_docs;

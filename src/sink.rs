@@ -1,14 +1,14 @@
 //! The run's sink: prints the live table (and a progress line on a terminal) and rewrites
 //! the results files after every point, so nothing measured is lost.
 
+use crate::atomic_file::write_atomic;
 use crate::progress::ProgressLine;
 use netsweep_engine::engine::RunSink;
 use netsweep_model::results::RunResult;
 use netsweep_report::format::{jsonl_footer, jsonl_header, jsonl_point};
 use netsweep_report::{csv, npout, render, text, Format};
-use std::fs;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Where output goes.
 #[derive(Debug)]
@@ -61,19 +61,6 @@ impl Sink {
         let _ = out.write_all(s.as_bytes());
         let _ = out.flush();
     }
-}
-
-/// Writes `text` to a temporary file beside `path` and renames it over `path`, so a reader
-/// (or a crash) never sees a half-written file.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs::create_dir_all(dir)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    fs::write(&tmp, text)?;
-    fs::rename(&tmp, path)
 }
 
 impl RunSink for Sink {
