@@ -26,8 +26,10 @@ use std::process::ExitCode;
 
 /// Exit code for usage errors (bad flags, sizes, files).
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code for a run that failed.
+/// Exit code for a run that failed (a failed write of its results included).
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for a run interrupted by Ctrl-C or SIGTERM that saved what it measured.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
