@@ -58,7 +58,7 @@ struct Output {
     results: bool,
     /// Points in its last good write (a replaced file), or written to it so far (a stream).
     points: Option<usize>,
-    /// The file was there before the run.
+    /// A regular file was there before the run.
     existed: bool,
     /// It is written as a stream (`How::Stream`), not replaced whole.
     stream: bool,
@@ -247,7 +247,7 @@ impl Output {
     fn new(role: Role, path: Option<PathBuf>, format: Format, how: How) -> Self {
         let existed = path
             .as_deref()
-            .is_some_and(|p| fs::symlink_metadata(p).is_ok());
+            .is_some_and(|p| fs::metadata(p).is_ok_and(|m| m.is_file()));
         let stream = matches!(how, How::Stream(_));
         Self {
             role,
@@ -278,13 +278,11 @@ impl Output {
     fn kept(&self) -> String {
         let points = |n: usize| format!("{n} point{}", if n == 1 { "" } else { "s" });
         match (&self.path, self.points) {
-            (Some(p), Some(n)) if !self.stream => format!(
-                "{} keeps its last good copy, with {}",
-                p.display(),
-                points(n)
-            ),
-            (Some(p), None) if !self.stream && self.existed => {
-                format!("{} is left as it was before the run", p.display())
+            (Some(_), Some(n)) if !self.stream => {
+                format!("it keeps its last good copy, with {}", points(n))
+            }
+            (Some(_), None) if !self.stream && self.existed => {
+                "it is left as it was before the run".into()
             }
             (Some(_), None) if !self.stream => "nothing was written there".into(),
             (_, Some(1)) => "1 point was written to it before".into(),
