@@ -253,7 +253,7 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
     // the table is not printed beside it.
     let stdout = match &file {
         _ if a.quiet => None,
-        Some((p, _)) if crate::sink::names_own_stdout(p) => None,
+        Some((p, _)) if crate::output_path::names_own_stdout(p) => None,
         Some(_) => Some(Format::Text),
         None => Some(explicit.unwrap_or(Format::Text)),
     };

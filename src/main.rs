@@ -15,6 +15,7 @@ mod cmd_serve;
 mod colour;
 mod iperf3_run;
 mod mpi_run;
+mod output_path;
 mod parse;
 mod progress;
 mod signal;
