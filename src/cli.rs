@@ -328,15 +328,25 @@ pub struct RunArgs {
     pub interface: Option<String>,
 
     /// Output format on stdout (or in -o FILE). Default: text, or what -o's extension implies
-    /// (.json, .jsonl, .csv, .out, .prom for openmetrics).
+    /// (.json, .jsonl, .csv, .out, .prom for openmetrics). Without -o every format goes to
+    /// stdout: the table, csv, jsonl and npout as the points come, json and openmetrics
+    /// whole at the end.
     #[arg(short, long, value_name = "FORMAT")]
     pub format: Option<FormatArg>,
 
-    /// Write the output to FILE, rewritten after every point.
+    /// Write the output to FILE, replaced whole after every point (a temporary file beside
+    /// it, fsynced, renamed over it: never half-written). A FIFO or character device
+    /// (/dev/stdout) is written to directly, as the run goes. A failed write fails the run
+    /// (exit 1): the error is printed at once, FILE keeps its last good copy and is not
+    /// written again, and measuring goes on only while the saved results file is still
+    /// written.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<String>,
 
-    /// Directory of the automatically saved results file.
+    /// Directory of the automatically saved results file, replaced whole after every point.
+    /// A failed write fails the run (exit 1): the error is printed at once, the file keeps
+    /// its last good copy, and measuring stops unless -o (or a format other than text on
+    /// stdout) is still written.
     #[arg(long, default_value = "netsweep-results", value_name = "DIR")]
     pub save_dir: String,
 

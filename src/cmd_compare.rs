@@ -3,10 +3,10 @@
 //! words, sizes only one run has, configuration and placement differences; text or JSON, and
 //! a ratio plot as SVG or PNG.
 
+use crate::atomic_file::write_atomic;
 use crate::cli::CompareArgs;
 use crate::cmd_report::{load_runs, named, write_bytes};
 use crate::failure;
-use crate::sink::write_atomic;
 use crate::values::CompareFormat;
 use netsweep_report::compare::{self, Metric};
 use netsweep_report::legend;

@@ -2,8 +2,8 @@
 //! plots (`--svg DIR`, `--png DIR`) and self-contained HTML report (`--html OUT`) of one or
 //! more runs overlaid.
 
+use crate::atomic_file::write_atomic;
 use crate::cli::ReportArgs;
-use crate::sink::write_atomic;
 use crate::{failure, usage_error};
 use netsweep_model::anomaly;
 use netsweep_model::results::{self, RunResult};

@@ -4,10 +4,12 @@
 use crate::cli::RunArgs;
 use crate::sink::Sink;
 use crate::values::PerSide;
-use crate::{failure, iperf3_run, mpi_run, signal, usage_error, EXIT_FAILURE};
+use crate::{failure, iperf3_run, mpi_run, signal, usage_error, EXIT_FAILURE, EXIT_INTERRUPTED};
 use netsweep_engine::engine::{self, RunContext};
+use netsweep_engine::error::NetError;
 use netsweep_engine::server::{serve, ServeOptions};
 use netsweep_model::load::{parse_rates, Arrivals, LoadSpec};
+use netsweep_model::results::RunStatus;
 use netsweep_model::sizes::{netpipe_schedule, parse_sizes, DEFAULT_PERTURBATION};
 use netsweep_model::spec::{Api, Family, Pattern, RunSpec, Transport, DGRAM_HEADER};
 use netsweep_model::time;
@@ -247,12 +249,13 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
             explicit.unwrap_or_else(|| Format::from_path(o)),
         )
     });
-    let stdout = if a.quiet {
-        None
-    } else if file.is_some() {
-        Some(Format::Text)
-    } else {
-        Some(explicit.unwrap_or(Format::Text))
+    // `-o /dev/stdout` (or any path that is this process's stdout) is the stdout output:
+    // the table is not printed beside it.
+    let stdout = match &file {
+        _ if a.quiet => None,
+        Some((p, _)) if crate::output_path::names_own_stdout(p) => None,
+        Some(_) => Some(Format::Text),
+        None => Some(explicit.unwrap_or(Format::Text)),
     };
     let file_is_json = matches!(&file, Some((_, Format::Json)));
     let saved = (!a.no_save && !file_is_json).then(|| {
@@ -308,17 +311,12 @@ pub fn main(a: RunArgs) -> ExitCode {
             Err(e) => return usage_error(e),
         };
         let (result, error) = iperf3_run::run(&spec, addr, &mut sink, &interrupted);
-        for e in &sink.write_errors {
-            eprintln!("netsweep: {e}");
-        }
-        if let Some(p) = sink.saved.as_ref().filter(|_| !a.quiet) {
-            eprintln!("results saved to {}", p.display());
-        }
-        return match (error, result.status) {
-            (None, _) => ExitCode::SUCCESS,
-            (Some(_), netsweep_model::results::RunStatus::Interrupted) => ExitCode::from(130),
-            (Some(e), _) => failure(e),
+        let ended = match error {
+            None => Ended::Complete,
+            Some(_) if result.status == RunStatus::Interrupted => Ended::Interrupted,
+            Some(e) => Ended::Failed(e),
         };
+        return finish(&sink, ended, result.points.len(), a.quiet);
     }
     // -t xdp: a build with the feature, and a link between two hosts (never loopback).
     if spec.transport == Transport::Xdp {
@@ -413,35 +411,58 @@ pub fn main(a: RunArgs) -> ExitCode {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = handle.join();
     }
-    for e in &sink.write_errors {
-        eprintln!("netsweep: {e}");
-    }
-    let code = match outcome {
+    let (ended, points) = match outcome {
         Err(e) => return failure(e),
-        Ok(o) => match o.error {
-            None => ExitCode::SUCCESS,
-            Some(netsweep_engine::error::NetError::Interrupted) => {
-                eprintln!(
-                    "netsweep: interrupted; {} points measured and saved",
-                    o.result.points.len()
-                );
-                ExitCode::from(130)
+        Ok(o) => {
+            let points = o.result.points.len();
+            match o.error {
+                None => (Ended::Complete, points),
+                Some(NetError::Interrupted) => (Ended::Interrupted, points),
+                Some(e) => (Ended::Failed(e.to_string()), points),
             }
-            Some(e) => {
-                eprintln!("netsweep: {e}");
-                ExitCode::from(EXIT_FAILURE)
-            }
-        },
+        }
     };
-    if let Some(p) = &sink.saved {
-        if !a.quiet {
+    finish(&sink, ended, points, a.quiet)
+}
+
+/// How a run that got as far as a session ended.
+#[derive(Debug)]
+enum Ended {
+    Complete,
+    Interrupted,
+    Failed(String),
+}
+
+/// Reports how the run ended and what was written, and picks the exit code: 0 when the run
+/// completed and every results output was written in full; 130 when it was interrupted and
+/// everything measured was saved; 1 otherwise — a run failure, or any failed write of a
+/// results output (`-o`, the saved file, a format other than the table on stdout), even in an
+/// interrupted run: its exit code must not say "saved" when something was lost. "results saved
+/// to" and "output written to" name only files written in full.
+fn finish(sink: &Sink, ended: Ended, points: usize, quiet: bool) -> ExitCode {
+    let lost = sink.failures();
+    match &ended {
+        Ended::Complete => {}
+        Ended::Interrupted if lost.is_empty() => {
+            eprintln!("netsweep: interrupted; {points} points measured and saved")
+        }
+        Ended::Interrupted => eprintln!("netsweep: interrupted; {points} points measured"),
+        Ended::Failed(e) => eprintln!("netsweep: {e}"),
+    }
+    for l in &lost {
+        eprintln!("netsweep: {l}");
+    }
+    if !quiet {
+        if let Some(p) = sink.saved() {
             eprintln!("results saved to {}", p.display());
         }
-    }
-    if let Some((p, _)) = &sink.file {
-        if !a.quiet {
+        if let Some(p) = sink.output() {
             eprintln!("output written to {}", p.display());
         }
     }
-    code
+    match ended {
+        Ended::Complete if lost.is_empty() => ExitCode::SUCCESS,
+        Ended::Interrupted if lost.is_empty() => ExitCode::from(EXIT_INTERRUPTED),
+        _ => ExitCode::from(EXIT_FAILURE),
+    }
 }

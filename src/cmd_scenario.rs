@@ -1,8 +1,8 @@
 //! `netsweep scenario`: run an experiment file across its lab, then summarise each run.
 
+use crate::atomic_file::write_atomic;
 use crate::cli::{ScenarioArgs, ScenarioCommand};
 use crate::cmd_lab::lab_failure;
-use crate::sink::write_atomic;
 use netsweep_lab::runner::ScenarioRunOutcome;
 use netsweep_lab::{preflight, run_scenario, Progress, Scenario};
 use netsweep_model::results;

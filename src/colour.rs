@@ -1,6 +1,6 @@
 //! Colours in the text table, on a terminal only: the header bold, rows that missed the
 //! precision target or stopped early yellow, failures and anomalies red. Written through
-//! anstream, which drops every style when stdout is not a terminal, when `NO_COLOR` is set
+//! anstream, which drops every style when the stream (stdout, or -o) is not a terminal, when `NO_COLOR` is set
 //! (non-empty) or `TERM=dumb` (and forces them with `CLICOLOR_FORCE`): files and pipes never
 //! get an escape sequence.
 
@@ -25,20 +25,20 @@ fn style_of(line: &str) -> Option<Style> {
     }
 }
 
-/// Writes text-table output to stdout, styled line by line where a style applies.
-pub fn print_table(text: &str) {
-    let mut out = anstream::stdout().lock();
+/// Writes text-table output to `out`, styled line by line where a style applies; `out` is an
+/// anstream stream, which keeps or drops the styles as its terminal and environment say.
+pub fn write_table(out: &mut dyn Write, text: &str) -> std::io::Result<()> {
     for line in text.split_inclusive('\n') {
         let (body, nl) = match line.strip_suffix('\n') {
             Some(b) => (b, "\n"),
             None => (line, ""),
         };
-        let _ = match style_of(body) {
-            Some(s) => write!(out, "{s}{body}{s:#}{nl}"),
-            None => write!(out, "{body}{nl}"),
-        };
+        match style_of(body) {
+            Some(s) => write!(out, "{s}{body}{s:#}{nl}")?,
+            None => write!(out, "{body}{nl}")?,
+        }
     }
-    let _ = out.flush();
+    out.flush()
 }
 
 #[cfg(test)]

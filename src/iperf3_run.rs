@@ -123,6 +123,11 @@ pub fn run(
             error = Some("interrupted".to_string());
             break;
         }
+        // Every results file failed: nothing measured from here on would be kept.
+        if let Some(why) = sink.stop() {
+            error = Some(why);
+            break;
+        }
         sink.measuring(i, size);
         match point(spec, addr, size, interrupt, &mut served) {
             Ok(p) => {

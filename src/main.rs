@@ -1,6 +1,7 @@
 //! netsweep: a protocol-independent network performance evaluator. This binary is only the
 //! command line; measurement lives in the crates.
 
+mod atomic_file;
 mod cli;
 mod cmd_compare;
 mod cmd_docs;
@@ -14,6 +15,7 @@ mod cmd_serve;
 mod colour;
 mod iperf3_run;
 mod mpi_run;
+mod output_path;
 mod parse;
 mod progress;
 mod signal;
@@ -25,8 +27,10 @@ use std::process::ExitCode;
 
 /// Exit code for usage errors (bad flags, sizes, files).
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code for a run that failed.
+/// Exit code for a run that failed (a failed write of its results included).
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for a run interrupted by Ctrl-C or SIGTERM that saved what it measured.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

@@ -191,3 +191,23 @@ fn across_a_shaped_link_the_receiver_rate_is_the_shapers_arithmetic() {
     assert_eq!(p["server"]["bytes_received"], p["client"]["bytes_sent"]);
     drop(lab);
 }
+
+/// The iperf3 path keeps results as a netsweep run does (issue 26 item 5): a saved results
+/// file that cannot be written fails the run at once — before any connection — with the
+/// path and the fix, and no "results saved" line.
+#[test]
+fn an_unwritable_save_dir_fails_an_iperf3_run_before_it_connects() {
+    let port = free_port();
+    let url = format!("iperf3://127.0.0.1:{port}");
+    let o = Command::new(bin())
+        .args(["run", &url, "-p", "stream", "--sizes", "1k"])
+        .args(["--save-dir", "/dev/null/x"])
+        .output()
+        .unwrap();
+    assert_failed_on_unwritable_save_dir(&o);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !e.contains(&format!("127.0.0.1:{port}, size")),
+        "it never connected: {e}"
+    );
+}

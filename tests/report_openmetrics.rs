@@ -131,3 +131,50 @@ fn a_prom_file_parses_and_matches_the_results() {
         assert_eq!(points.3 as usize, run.points.len());
     }
 }
+
+/// `--format openmetrics` without `-o` writes the exposition to stdout (issue 26 item 5: it
+/// wrote nothing): the document `report` renders from the saved file.
+#[test]
+fn openmetrics_without_o_goes_to_stdout() {
+    let dir = scratch("openmetrics-stdout");
+    let mut all = vec![
+        "run",
+        "--format",
+        "openmetrics",
+        "--sizes",
+        "1,2",
+        "--save-dir",
+        dir.to_str().unwrap(),
+    ];
+    all.extend_from_slice(QUICK);
+    let o = Command::new(bin()).args(&all).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("# TYPE ") || out.starts_with("# HELP "),
+        "{out}"
+    );
+    assert!(out.ends_with("# EOF\n"), "{out}");
+    let saved: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    let report = Command::new(bin())
+        .args(["report", "-f", "openmetrics"])
+        .arg(&saved[0])
+        .output()
+        .unwrap();
+    // The same samples (a `_sum`, mean × count, may differ in its last digit: the saved mean
+    // went through JSON).
+    let series = |doc: &str| -> Vec<String> {
+        doc.lines()
+            .map(|l| l.rsplit_once(' ').map_or(l, |(k, _)| k).to_string())
+            .collect()
+    };
+    assert_eq!(
+        series(&out),
+        series(&String::from_utf8_lossy(&report.stdout))
+    );
+}

@@ -384,3 +384,109 @@ fn results_are_saved_by_default_and_rerendered() {
     let v: serde_json::Value = serde_json::from_slice(&js.stdout).unwrap();
     assert_eq!(v["points"].as_array().unwrap().len(), 3);
 }
+
+/// The results files a run saved into `dir`.
+fn saved_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default()
+}
+
+/// Issue 26 item 5: a failed write of `-o` is a run failure, said at once with the path and
+/// the fix; the saved results file still gets every point. A rename over a device would
+/// replace it (as root, /dev/full itself): it is written directly, and stays a device.
+#[test]
+fn o_dev_full_fails_the_run_naming_the_path() {
+    let dir = scratch("o-dev-full");
+    let mut args = vec![
+        "run",
+        "--sizes",
+        "1,2",
+        "-o",
+        "/dev/full",
+        "--save-dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(QUICK);
+    let o = run(&args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("cannot write /dev/full (-o)"), "{e}");
+    assert!(e.contains("give -o a file you can write"), "the fix: {e}");
+    assert!(!e.contains("output written"), "{e}");
+    let saved = saved_in(&dir);
+    assert_eq!(saved.len(), 1, "{saved:?}: {e}");
+    let run = netsweep_model::results::load(&std::fs::read_to_string(&saved[0]).unwrap()).unwrap();
+    assert_eq!(run.points.len(), 2, "measuring went on into the saved file");
+    assert!(e.contains("results saved to"), "{e}");
+    use std::os::unix::fs::FileTypeExt;
+    let full = std::fs::symlink_metadata("/dev/full").unwrap();
+    assert!(full.file_type().is_char_device(), "/dev/full was replaced");
+}
+
+/// The saved results file cannot be created (its directory would be under a file: refused
+/// to root too): exit 1 before anything is measured, naming the path and the fix, and no
+/// "results saved" line.
+#[test]
+fn an_unwritable_save_dir_fails_the_run_before_it_measures() {
+    let mut args = vec!["run", "--sizes", "1,2", "--save-dir", "/dev/null/x"];
+    args.extend_from_slice(QUICK);
+    let o = run(&args);
+    assert_failed_on_unwritable_save_dir(&o);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("0 points"), "nothing was measured: {table}");
+}
+
+/// The temporary file beside `-o` has an unpredictable name, created exclusively: a symlink
+/// planted at the name the old code used (`X.partial`) is neither followed nor replaced.
+#[test]
+fn a_symlink_planted_at_the_partial_name_is_not_followed() {
+    let dir = scratch("planted-partial");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let out = dir.join("out.json");
+    let planted = dir.join("out.json.partial");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let mut args = vec!["run", "--sizes", "1,2", "--no-save", "-q", "-o"];
+    args.push(out.to_str().unwrap());
+    args.extend_from_slice(QUICK);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(std::fs::read_link(&planted).unwrap(), victim);
+    let run = netsweep_model::results::load(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(run.points.len(), 2);
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["out.json", "out.json.partial", "victim"]);
+}
+
+/// `-o /dev/stdout` is written to, not renamed over: stdout carries the document alone (no
+/// table beside it), and /dev/stdout stays the link it was.
+#[test]
+fn o_dev_stdout_writes_the_document_to_stdout() {
+    let mut args = vec![
+        "run",
+        "--sizes",
+        "1,2",
+        "--no-save",
+        "-f",
+        "json",
+        "-o",
+        "/dev/stdout",
+    ];
+    args.extend_from_slice(QUICK);
+    let o = run(&args);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let doc = String::from_utf8_lossy(&o.stdout);
+    let run = netsweep_model::results::load(&doc).unwrap_or_else(|err| panic!("{err}: {doc}"));
+    assert_eq!(run.points.len(), 2);
+    assert!(e.contains("output written to /dev/stdout"), "{e}");
+    assert!(std::fs::symlink_metadata("/dev/stdout")
+        .unwrap()
+        .is_symlink());
+}

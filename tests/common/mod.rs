@@ -260,3 +260,21 @@ pub fn server_of_protocol(version: u16) -> String {
     });
     addr
 }
+
+/// Asserts that a run whose saved results file cannot be written (`--save-dir /dev/null/x`:
+/// a directory under a file, refused to root too) failed at once: exit 1, the path and the
+/// fix named, measuring stopped, and no "results saved" line.
+pub fn assert_failed_on_unwritable_save_dir(o: &Output) {
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("cannot write the results file /dev/null/x/"),
+        "{e}"
+    );
+    assert!(
+        e.contains("give --save-dir a directory you can write"),
+        "{e}"
+    );
+    assert!(e.contains("measuring stopped"), "{e}");
+    assert!(!e.contains("results saved"), "{e}");
+}

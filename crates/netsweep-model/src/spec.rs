@@ -338,6 +338,14 @@ pub const DGRAM_HEADER: u64 = 20;
 /// counts per interval in one control message.
 pub const MAX_INTERVALS: u64 = 10_000;
 
+/// The most interval buckets one side keeps for a trial: a trial's intervals as many again
+/// for a receiver still draining after the sender stopped (a full socket buffer behind a slow
+/// link), and a few for the last datagrams. Whatever arrives later is counted in the last
+/// bucket, whose length the client takes from the side's last receive. Full buckets of
+/// 9-digit counts make a trial report of ~0.85 MB, under the control protocol's 1 MiB frame
+/// (tested). The client takes no more than this from a peer's report either.
+pub const MAX_INTERVAL_BUCKETS: u64 = 2 * MAX_INTERVALS + 64;
+
 /// A whole run: one configuration swept over message sizes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {

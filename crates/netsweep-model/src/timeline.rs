@@ -2,6 +2,7 @@
 //! receiver's rate and, for datagrams, the interval's exact loss, built from what both sides
 //! counted per interval in each timed trial and laid end to end across the point's trials.
 
+use crate::spec::MAX_INTERVAL_BUCKETS;
 use netsweep_proto::messages::{IntervalCounts, SideCounters};
 use serde::{Deserialize, Serialize};
 
@@ -48,12 +49,18 @@ pub struct StreamTimeline {
     next_ns: u64,
     /// A trial had sender intervals but no receiver intervals (an older peer).
     pub receiver_missing: bool,
+    /// The most intervals one side reported for a trial beyond [`MAX_INTERVAL_BUCKETS`]
+    /// (a broken or hostile peer): they were ignored. 0 when none was.
+    pub excess_ignored: usize,
 }
 
 impl StreamTimeline {
     /// Appends one timed trial in which `sender` sent and `receiver` received, both counted
     /// in intervals of `interval_ns`. A trial whose receiver kept no intervals adds nothing
-    /// and sets [`receiver_missing`](Self::receiver_missing).
+    /// and sets [`receiver_missing`](Self::receiver_missing). Either side's intervals past
+    /// [`MAX_INTERVAL_BUCKETS`] — more than any netsweep side keeps; one side is the peer,
+    /// whose report could otherwise hold ~350k of them per trial — are ignored and counted
+    /// in [`excess_ignored`](Self::excess_ignored).
     pub fn add_trial(
         &mut self,
         sender: &SideCounters,
@@ -61,7 +68,11 @@ impl StreamTimeline {
         interval_ns: u64,
         datagram: bool,
     ) {
-        let (tx, rx) = (&sender.intervals, &receiver.intervals);
+        let cap = MAX_INTERVAL_BUCKETS as usize;
+        let most = sender.intervals.len().max(receiver.intervals.len());
+        self.excess_ignored = self.excess_ignored.max(most.saturating_sub(cap));
+        let tx = &sender.intervals[..sender.intervals.len().min(cap)];
+        let rx = &receiver.intervals[..receiver.intervals.len().min(cap)];
         if interval_ns == 0 || tx.is_empty() {
             return;
         }
@@ -176,6 +187,34 @@ mod tests {
             "{}",
             s[2].receiver_mbps
         );
+    }
+
+    #[test]
+    fn a_hostile_peers_interval_count_is_clamped_and_noted() {
+        // A trial report of ~1 MiB can carry ~350k empty intervals (`[{},{},…]`).
+        let hostile = 350_000;
+        let tx = side(&[(1_250_000, 10); 4], 400_000_000);
+        let mut rx = side(&[(1_250_000, 10); 4], 400_000_000);
+        rx.intervals.resize(hostile, IntervalCounts::default());
+        let mut tl = StreamTimeline::default();
+        for _ in 0..3 {
+            tl.add_trial(&tx, &rx, 100_000_000, true);
+        }
+        let cap = MAX_INTERVAL_BUCKETS as usize;
+        assert_eq!(tl.excess_ignored, hostile - cap);
+        let s = tl.take();
+        assert_eq!(s.len(), 3 * cap);
+        assert_eq!(s[cap].t_ns, cap as u64 * 100_000_000);
+        assert_eq!(s[cap].received_bytes, 1_250_000);
+        // Up to the bound nothing is ignored; one past it on the sender's side is.
+        let mut tl = StreamTimeline::default();
+        let mut full = side(&[], 1);
+        full.intervals.resize(cap, IntervalCounts::default());
+        tl.add_trial(&full, &full, 100, false);
+        assert_eq!((tl.excess_ignored, tl.take().len()), (0, cap));
+        full.intervals.push(IntervalCounts::default());
+        tl.add_trial(&full, &side(&[(1, 1)], 1), 100, false);
+        assert_eq!((tl.excess_ignored, tl.take().len()), (1, cap));
     }
 
     #[test]

@@ -45,6 +45,11 @@ pub trait RunSink {
     fn point(&mut self, run: &RunResult);
     /// The run ended (complete, interrupted or failed); `run.status` says which.
     fn finished(&mut self, run: &RunResult);
+    /// Why the run must stop before its next point, if it must: the sink can no longer keep
+    /// what it would measure (every results file failed). Asked between points.
+    fn stop(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Everything a run needs besides the spec.
@@ -366,6 +371,9 @@ fn sweep_rates(
         if interrupt.load(Ordering::Relaxed) {
             return Some(NetError::Interrupted);
         }
+        if let Some(why) = sink.stop() {
+            return Some(NetError::Output(why));
+        }
         sink.measuring(i, size);
         m.pattern.offer(rate);
         match m.point(size) {
@@ -392,6 +400,9 @@ fn sweep(
     for (i, &size) in sizes.iter().enumerate() {
         if interrupt.load(Ordering::Relaxed) {
             return Some(NetError::Interrupted);
+        }
+        if let Some(why) = sink.stop() {
+            return Some(NetError::Output(why));
         }
         sink.measuring(i, size);
         match m.point(size) {

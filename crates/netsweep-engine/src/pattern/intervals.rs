@@ -1,16 +1,13 @@
 //! A stream trial's per-interval counts (`--interval`): buckets sized before the trial and
 //! indexed by time in the timed loop without allocating, reported in the trial's counters.
 
-use netsweep_model::spec::MAX_INTERVALS;
+use netsweep_model::spec::MAX_INTERVAL_BUCKETS;
 use netsweep_proto::messages::IntervalCounts;
 use std::time::Instant;
 
-/// The most buckets one side keeps: a trial's intervals as many again for a receiver still
-/// draining after the sender stopped (a full socket buffer behind a slow link), and a few
-/// for the last datagrams. Whatever arrives later is counted in the last bucket, whose
-/// length the client takes from the side's last receive. Full buckets of 9-digit counts
-/// make a trial report of ~0.85 MB, under the control protocol's 1 MiB frame (tested).
-const MAX_BUCKETS: u64 = 2 * MAX_INTERVALS + 64;
+/// The most buckets one side keeps (the model's bound, which the client also applies to a
+/// peer's report).
+const MAX_BUCKETS: u64 = MAX_INTERVAL_BUCKETS;
 
 /// One side's counts per interval for one trial; inactive (interval 0) without a timeline.
 #[derive(Debug, Default)]

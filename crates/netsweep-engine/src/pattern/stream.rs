@@ -16,7 +16,7 @@ use crate::error::NetError;
 use crate::point::{bits_per_ns_to_mbps, estimate, Tally};
 use netsweep_endpoint::{is_timeout, send_message, DataListener, Endpoint, MessageBuffer};
 use netsweep_model::results::{DirectionFigures, Loss, PointResult, StopReason};
-use netsweep_model::spec::{Pattern, RunSpec, Transport, DGRAM_HEADER};
+use netsweep_model::spec::{Pattern, RunSpec, Transport, DGRAM_HEADER, MAX_INTERVAL_BUCKETS};
 use netsweep_model::timeline::StreamTimeline;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
@@ -455,6 +455,14 @@ impl ClientPattern for Client {
                  server older than --interval for streams); upgrade it"
                     .into(),
             );
+        }
+        let excess = std::mem::take(&mut self.timeline.excess_ignored);
+        if excess > 0 {
+            p.notes.push(format!(
+                "timeline: the peer reported {excess} more intervals in a trial than the \
+                 {MAX_INTERVAL_BUCKETS} any side keeps; they were ignored (a broken or \
+                 hostile server)"
+            ));
         }
         p
     }
