@@ -20,7 +20,8 @@ impl Server {
     /// Starts `netsweep serve` with `extra` flags.
     pub fn start(extra: &[&str]) -> Server {
         let mut c = Command::new(bin());
-        c.args(["serve", "--bind", "127.0.0.1", "--port", "0"]).args(extra);
+        c.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(extra);
         Self::spawn(c)
     }
 
@@ -45,7 +46,8 @@ impl Server {
             .unwrap_or_else(|| panic!("{field} in /proc/PID/status"))
     }
 
-    fn spawn(mut c: Command) -> Server {
+    /// Starts the server `c` runs (its first stderr line names where it listens).
+    pub fn spawn(mut c: Command) -> Server {
         let mut child = c
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -55,7 +57,7 @@ impl Server {
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
         let addr = listening_addr(&line);
-        let log = Arc::new(Mutex::new(String::new()));
+        let log = Arc::new(Mutex::new(line));
         let sink = log.clone();
         // Keep draining the log so the server never writes into a full pipe.
         std::thread::spawn(move || {
@@ -128,6 +130,11 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The server's first line (where it listens, its limits).
+    pub fn log_first_line(&self) -> String {
+        self.log().lines().next().unwrap_or_default().to_string()
     }
 
     /// Everything the server logged so far.

@@ -309,11 +309,10 @@ pub struct ServerOpen {
     pub reverse: bool,
     /// The session's flows (`--flows`; 1 for one).
     pub flows: u32,
-    /// The data threads the client asked for (`--threads`; 0: the server decides).
-    pub threads: u32,
     /// The CPU the server's data threads run on (`--cpu`).
     pub cpu: Option<u32>,
-    /// The session's data threads for its flows, as its plan fixed them.
+    /// The session's data threads for its flows, as its plan fixed them from the client's
+    /// `--threads` (0: the server decides).
     pub data_threads: usize,
     /// When the session must be over, whatever it does: no wait for a connection goes past
     /// it.

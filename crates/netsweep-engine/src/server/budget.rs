@@ -239,35 +239,55 @@ impl HostLimits {
     /// open-files limit to the hard one first, as a server that serves thousands of flows
     /// must.
     pub fn read() -> Self {
-        let cgroup = own_cgroup();
-        let cg = |file: &str| {
-            cgroup
-                .as_ref()
-                .and_then(|dir| std::fs::read_to_string(format!("{dir}/{file}")).ok())
-                .and_then(|s| parse_limit(&s))
+        let groups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let cg = |files: &[&str]| {
+            cgroup_files(&groups, files)
+                .into_iter()
+                .filter_map(|f| std::fs::read_to_string(f).ok())
+                .filter_map(|s| parse_limit(&s))
+                .min()
         };
         Self {
             mem_total: std::fs::read_to_string("/proc/meminfo")
                 .ok()
                 .and_then(|s| parse_meminfo_total(&s)),
-            cgroup_memory: cg("memory.max"),
+            cgroup_memory: cg(&["memory.max", "memory:memory.limit_in_bytes"]),
             address_space: rlimit(libc::RLIMIT_AS),
-            cgroup_tasks: cg("pids.max"),
+            cgroup_tasks: cg(&["pids.max", "pids:pids.max"]),
             open_files: raise_open_files(),
         }
     }
 }
 
-/// The cgroup v2 directory of this process, if it has one.
-fn own_cgroup() -> Option<String> {
-    let s = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = s.lines().find_map(|l| l.strip_prefix("0::"))?;
-    Some(format!("/sys/fs/cgroup{}", path.trim_end_matches('/')))
+/// The limit files of this process's cgroups (`/proc/self/cgroup`'s text): a plain name is
+/// a cgroup v2 file (`0::/path`), `controller:name` a v1 controller's file
+/// (`N:controller:/path`).
+fn cgroup_files(groups: &str, files: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in groups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.trim_end_matches('/');
+        for f in files {
+            match f.split_once(':') {
+                None if controllers.is_empty() => out.push(format!("/sys/fs/cgroup{path}/{f}")),
+                Some((c, name)) if controllers.split(',').any(|x| x == c) => {
+                    out.push(format!("/sys/fs/cgroup/{c}{path}/{name}"))
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
-/// A cgroup limit file's value: a number, or `max` (no limit).
+/// A cgroup limit file's value: a number, or `max` (no limit); cgroup v1 writes "no limit"
+/// as a number near 2^63.
 fn parse_limit(s: &str) -> Option<u64> {
-    s.trim().parse().ok()
+    s.trim().parse().ok().filter(|&n: &u64| n < 1 << 60)
 }
 
 /// `MemTotal` of /proc/meminfo, bytes.
@@ -392,6 +412,28 @@ mod tests {
     #[test]
     fn host_limits_are_parsed() {
         assert_eq!(parse_limit("max\n"), None);
+        assert_eq!(parse_limit("9223372036854771712\n"), None);
+        let v1 = "9:name=systemd:/\n8:pids:/a\n4:memory:/process_api/x/\n0::/\n";
+        assert_eq!(
+            cgroup_files(
+                v1,
+                &[
+                    "memory.max",
+                    "memory:memory.limit_in_bytes",
+                    "pids:pids.max"
+                ]
+            ),
+            [
+                "/sys/fs/cgroup/pids/a/pids.max",
+                "/sys/fs/cgroup/memory/process_api/x/memory.limit_in_bytes",
+                "/sys/fs/cgroup/memory.max"
+            ]
+        );
+        let v2 = "0::/system.slice/netsweep-serve.service\n";
+        assert_eq!(
+            cgroup_files(v2, &["memory.max"]),
+            ["/sys/fs/cgroup/system.slice/netsweep-serve.service/memory.max"]
+        );
         assert_eq!(parse_limit("1073741824\n"), Some(GIB));
         assert_eq!(
             parse_meminfo_total("MemTotal:       24576000 kB\nMemFree: 1 kB\n"),

@@ -130,11 +130,17 @@ impl Default for ServeOptions {
 
 impl ServeOptions {
     /// The options of a server whose only clients are the run (or ranks) that started it:
-    /// every transport and knob allowed, the host's facts shared.
+    /// every transport and knob allowed, the host's facts shared, and a session may use the
+    /// whole budget (the user asked for it on this host).
     pub fn in_process() -> Self {
+        let d = Self::default();
         Self {
             policy: Policy::ALL,
-            ..Self::default()
+            limits: ServerLimits {
+                session_memory: d.budget.memory,
+                ..d.limits.clone()
+            },
+            ..d
         }
     }
 }

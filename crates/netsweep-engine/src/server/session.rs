@@ -189,7 +189,6 @@ impl Session {
             timeout,
             reverse: plan.reverse,
             flows: plan.flows,
-            threads: setup.threads,
             cpu: plan.cpu,
             data_threads: plan.sizes.threads,
             deadline: a.deadline,
