@@ -234,10 +234,8 @@ impl ConnListener for StreamListener {
                 }
                 Err(e) => return Err(e),
             };
-            conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-            let mut s: TcpStream = conn.try_clone()?.into();
-            if cookie::read(&mut s).ok() == Some(want) {
-                drop(s);
+            let by = (Instant::now() + cookie::PRESENT_WITHIN).min(deadline);
+            if cookie::read_by(&conn, by).ok() == Some(want) {
                 conn.set_read_timeout(None)?;
                 knobs::apply(&conn, &conn_knobs(&self.knobs), self.t, self.v6)?;
                 let granted =

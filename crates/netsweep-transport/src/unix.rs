@@ -266,9 +266,8 @@ impl ConnListener for UnixStreamListener {
                 }
                 Err(e) => return Err(e),
             };
-            c.set_read_timeout(Some(Duration::from_secs(2)))?;
-            let mut s: UnixStream = c.try_clone()?.into();
-            if cookie::read(&mut s).ok() == Some(want) {
+            let by = (Instant::now() + cookie::PRESENT_WITHIN).min(deadline);
+            if cookie::read_by(&c, by).ok() == Some(want) {
                 c.set_read_timeout(None)?;
                 return Ok(conn(
                     c,
