@@ -414,21 +414,23 @@ fn serve_ends_within_two_seconds_of_sigterm_with_a_trickling_client_attached() {
 fn knobs_transports_and_host_facts_follow_the_operators_policy() {
     let strict = Server::start(&[]);
     let dir = scratch("policy");
-    let out = dir.join("tos.json");
-    let mut args = vec![
-        "run",
-        strict.addr.as_str(),
-        "--sizes",
-        "1",
-        "--tos",
-        "0xb8",
-        "--no-save",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(QUICK);
-    let o = run(&args);
+    let with_tos = |server: &Server, out: &std::path::Path| {
+        let mut args = vec![
+            "run",
+            server.addr.as_str(),
+            "--sizes",
+            "1",
+            "--tos",
+            "0xb8",
+            "--no-save",
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(QUICK);
+        run(&args)
+    };
+    let o = with_tos(&strict, &dir.join("tos.json"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("--allow tos"), "{err}");
@@ -451,20 +453,7 @@ fn knobs_transports_and_host_facts_follow_the_operators_policy() {
     );
     let open = Server::start(&["--allow", "tos,host-facts"]);
     let out = dir.join("tos-allowed.json");
-    let mut args = vec![
-        "run",
-        open.addr.as_str(),
-        "--sizes",
-        "1",
-        "--tos",
-        "0xb8",
-        "--no-save",
-        "-q",
-        "-o",
-        out.to_str().unwrap(),
-    ];
-    args.extend_from_slice(QUICK);
-    let o = run(&args);
+    let o = with_tos(&open, &out);
     assert_eq!(
         o.status.code(),
         Some(0),

@@ -310,8 +310,9 @@ fn rlimit(resource: libc::__rlimit_resource_t) -> Option<u64> {
     Some(lim.rlim_cur)
 }
 
-/// Raises the soft open-files limit to the hard one (no privilege needed) and returns it.
-fn raise_open_files() -> Option<u64> {
+/// Raises the soft open-files limit to the hard one (no privilege needed) and returns it
+/// (`None`: no limit).
+pub(crate) fn raise_open_files() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -106,43 +106,23 @@ fn read_index(ep: &mut dyn Endpoint, timeout: Duration) -> io::Result<u32> {
 }
 
 /// Makes sure this process may open `flows` more descriptors: raises the soft
-/// RLIMIT_NOFILE to the hard limit when it is short, and otherwise says which limit and
-/// how to raise it.
+/// RLIMIT_NOFILE to the hard limit, and if that is still short says which limit and how to
+/// raise it.
 pub fn ensure_descriptors(flows: u32, side: &str) -> Result<(), String> {
     // Each flow is one socket; leave room for the control connection, logs and the rest.
     let need = flows as u64 + 64;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let Some(limit) = crate::server::budget::raise_open_files() else {
+        return Ok(());
     };
-    // SAFETY: getrlimit fills the struct we pass.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Ok(());
-    }
     let open = open_descriptors();
-    if lim.rlim_cur >= need + open {
-        return Ok(());
-    }
-    if lim.rlim_max > lim.rlim_cur {
-        let raised = libc::rlimit {
-            rlim_cur: lim.rlim_max,
-            rlim_max: lim.rlim_max,
-        };
-        // SAFETY: setrlimit reads the struct we pass; raising the soft limit up to the hard
-        // one needs no privilege.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            lim = raised;
-        }
-    }
-    if lim.rlim_cur >= need + open {
+    if limit >= need + open {
         return Ok(());
     }
     Err(format!(
         "--flows {flows} needs about {} open files on the {side}, but its limit \
-         (RLIMIT_NOFILE) is {} with {open} in use: raise it with `ulimit -n {}` (or \
+         (RLIMIT_NOFILE) is {limit} with {open} in use: raise it with `ulimit -n {}` (or \
          LimitNOFILE= for a service) before starting netsweep, or use fewer flows",
         need,
-        lim.rlim_cur,
         need + open
     ))
 }
