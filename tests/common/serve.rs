@@ -56,6 +56,11 @@ impl Server {
         let mut err = BufReader::new(child.stderr.take().unwrap());
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
+        // A server that did not start as expected is not left running behind the test.
+        if !line.contains("listening on ") {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let addr = listening_addr(&line);
         let log = Arc::new(Mutex::new(line));
         let sink = log.clone();
