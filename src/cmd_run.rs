@@ -298,7 +298,7 @@ pub fn main(a: RunArgs) -> ExitCode {
         .as_deref()
         .filter(|h| h.starts_with(iperf3_run::SCHEME))
     {
-        let mut spec = spec;
+        let mut spec = iperf3_run::honest_spec(spec);
         if let Err(e) = iperf3_run::check(&spec) {
             return usage_error(e);
         }

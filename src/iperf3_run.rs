@@ -69,7 +69,66 @@ pub fn check(spec: &RunSpec) -> Result<(), String> {
                 .into(),
         );
     }
+    let refused = unhonoured(spec);
+    if !refused.is_empty() {
+        return Err(format!(
+            "against an iperf3 server netsweep cannot apply {}: drop {}",
+            refused.join(", "),
+            if refused.len() == 1 { "it" } else { "them" }
+        ));
+    }
     Ok(())
+}
+
+/// The options of `spec` a run against an iperf3 server cannot honour, by the flag that
+/// asked for each: refused, never recorded in the results as if they had applied. iperf3's
+/// protocol carries none of netsweep's flows, background load, offered loads or refinement,
+/// and this client sets no socket option on its data connections (nor can it on the
+/// server's). TCP_NODELAY, which `run` sets on a TCP path by default, and the default
+/// page-aligned buffers are not asked for: the caller clears them ([`honest_spec`]).
+pub fn unhonoured(spec: &RunSpec) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    let mut no = |asked: bool, flag: &str| {
+        if asked {
+            v.push(flag.to_string());
+        }
+    };
+    no(spec.flows > 1, "--flows");
+    no(spec.threads != 0, "--threads");
+    no(!spec.background.is_empty(), "--background");
+    no(spec.refine, "--refine");
+    no(spec.load.is_some(), "--rates");
+    for k in [&spec.client_knobs, &spec.server_knobs] {
+        no(k.sndbuf.is_some(), "--sndbuf");
+        no(k.rcvbuf.is_some(), "--rcvbuf");
+        no(k.buffer_offset.is_some_and(|o| o != 0), "--offset");
+        no(k.batch.is_some(), "--batch");
+        no(k.congestion_control.is_some(), "--cc");
+        no(k.tos.is_some(), "--tos/--dscp");
+        no(k.priority.is_some(), "--priority");
+        no(k.no_check.is_some(), "--no-check");
+        no(k.busy_poll.is_some(), "--busy-poll");
+        no(k.pmtu.is_some(), "--pmtu");
+        no(k.cpu.is_some(), "--cpu");
+        no(k.cache_pool.is_some(), "--invalidate-cache");
+        no(k.interface.is_some(), "--interface");
+        no(!k.extra.is_empty(), "--knob");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    v.retain(|f| seen.insert(f.clone()));
+    v
+}
+
+/// `spec` as a run against an iperf3 server carries it out: no TCP_NODELAY and no buffer
+/// offset are set on either side (nothing is), so the results do not say they were.
+pub fn honest_spec(mut spec: RunSpec) -> RunSpec {
+    for k in [&mut spec.client_knobs, &mut spec.server_knobs] {
+        k.nodelay = None;
+        if k.buffer_offset == Some(0) {
+            k.buffer_offset = None;
+        }
+    }
+    spec
 }
 
 /// The default sizes against iperf3: a coarse schedule (each point is several whole tests).
@@ -256,10 +315,14 @@ fn point(
     let udp = spec.transport == Transport::Udp;
     let trial_time = Duration::from_nanos(spec.trial_time_ns).max(MIN_TRIAL);
     let budget = Duration::from_nanos(spec.max_point_time_ns).max(trial_time * 3);
+    // With --warmup (the default) the point starts with one test of half the trial time
+    // whose figures are discarded, as netsweep's own points start with a warm-up trial.
+    let mut warming = spec.warmup;
+    let warm_time = trial_time / 2;
     let mut params = TestParams::new(
         udp,
         size as usize,
-        Bound::Duration(trial_time),
+        Bound::Duration(if warming { warm_time } else { trial_time }),
         spec.reverse,
     );
     params.timeout = Duration::from_nanos(spec.timeout_ns).max(Duration::from_secs(2));
@@ -305,6 +368,11 @@ fn point(
             Err(e) => return Err(format!("iperf3 server {addr}, size {size}: {e}")),
         };
         *served = true;
+        if warming {
+            warming = false;
+            params.bound = Bound::Duration(trial_time);
+            continue;
+        }
         let t = trial(&o, spec.reverse);
         tx.push(t.sender_mbps);
         rx.push(t.receiver_mbps);
@@ -329,9 +397,14 @@ fn point(
     let receiver = estimate(&rx);
     let achieved = receiver.relative_ci();
     let mut notes = vec![format!(
-        "iperf3 peer: each trial is one iperf3 test of {:.1} s; the server's CPU is its \
+        "iperf3 peer: each trial is one iperf3 test of {:.1} s{}; the server's CPU is its \
          whole process over the whole test, setup included",
-        trial_time.as_secs_f64()
+        trial_time.as_secs_f64(),
+        if spec.warmup {
+            format!(", after a warm-up test of {:.1} s", warm_time.as_secs_f64())
+        } else {
+            String::new()
+        }
     )];
     let loss = udp.then(|| {
         let (sent, received) = if spec.reverse {

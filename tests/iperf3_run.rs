@@ -88,6 +88,43 @@ fn what_iperf3_cannot_do_is_a_usage_error() {
     }
 }
 
+/// Every option an iperf3 server cannot honour is refused by name before anything is
+/// measured — never accepted and recorded in the results' spec as if it had applied.
+#[test]
+fn every_option_an_iperf3_peer_cannot_honour_is_refused_by_name() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--flows", "2"], "--flows"),
+        (&["--threads", "2"], "--threads"),
+        (&["--background", "stream"], "--background"),
+        (&["--refine"], "--refine"),
+        (&["--sndbuf", "64k"], "--sndbuf"),
+        (&["--rcvbuf", "64k"], "--rcvbuf"),
+        (&["--offset", "1"], "--offset"),
+        (&["--batch", "4"], "--batch"),
+        (&["--cc", "cubic"], "--cc"),
+        (&["--tos", "0x10"], "--tos"),
+        (&["--dscp", "10"], "--tos/--dscp"),
+        (&["--priority", "1"], "--priority"),
+        (&["-t", "udp", "--no-check"], "--no-check"),
+        (&["--busy-poll", "50"], "--busy-poll"),
+        (&["--pmtu", "do"], "--pmtu"),
+        (&["--cpu", "0"], "--cpu"),
+        (&["--invalidate-cache"], "--invalidate-cache"),
+        (&["--interface", "lo"], "--interface"),
+    ];
+    for (extra, flag) in cases {
+        let mut args = vec!["run", "iperf3://127.0.0.1:9", "-p", "stream", "--no-save"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            err.contains("cannot apply") && err.contains(flag),
+            "{extra:?} is refused naming {flag}: {err}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs iperf3 (Debian package iperf3): ./run-tests installs it and runs this"]
 fn a_sweep_against_iperf3_counts_what_the_iperf3_server_counts() {
@@ -101,6 +138,23 @@ fn a_sweep_against_iperf3_counts_what_the_iperf3_server_counts() {
 
     let v = sweep(&url, &dir.join("tcp.json"), &["--sizes", "16k,128k"]);
     assert_eq!(v["status"], "complete");
+    // Only what applied is recorded: no socket option was set on either side, and the
+    // warm-up test that --warmup (the default) asked for ran.
+    for side in ["client_knobs", "server_knobs"] {
+        assert!(v["spec"][side]["nodelay"].is_null(), "{}", v["spec"][side]);
+        assert!(
+            v["spec"][side]["buffer_offset"].is_null(),
+            "{}",
+            v["spec"][side]
+        );
+    }
+    assert!(
+        v["points"][0]["notes"]
+            .to_string()
+            .contains("after a warm-up test"),
+        "{}",
+        v["points"][0]["notes"]
+    );
     assert_eq!(v["server"]["tool"], "iperf3");
     assert_eq!(v["peer"], url);
     let pts = v["points"].as_array().unwrap();
