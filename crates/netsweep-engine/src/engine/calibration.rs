@@ -1,9 +1,10 @@
-//! How many repetitions a trial makes and when a point has had enough trials: the
-//! warm-up/calibration [`Plan`] every pattern's point follows, and the stop rule.
+//! How many repetitions a trial makes, how long a duration-sized trial lasts, and when a point
+//! has had enough trials: the warm-up/calibration [`Plan`] every pattern's point follows, and
+//! the stop rule.
 
-use crate::pattern::Sizing;
+use crate::pattern::{Sizing, TrialOutcome};
 use netsweep_model::results::StopReason;
-use netsweep_model::spec::RunSpec;
+use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::ci95;
 use netsweep_proto::messages::TrialSpec;
 use std::time::Duration;
@@ -21,7 +22,28 @@ pub(crate) struct Plan {
     rep_ns: f64,
     /// `--interval`, carried by the timed trials of a duration-sized pattern.
     interval_ns: u64,
+    /// Duration-sized: the last warm-up's length, and how long its receiver went on after its
+    /// sender stopped (the data in flight — socket buffers, queues — over the path's rate).
+    warm_ns: u64,
+    lag_ns: u64,
+    warmups: u32,
+    /// Whether the path's lag may lengthen the trials: streams (one way or both), whose
+    /// rate it biases; not rate's open-loop schedules, whose trials are their offered load.
+    adapt: bool,
 }
+
+/// A duration-sized trial lasts at least this many times the path's lag (what was in flight
+/// when the sender stopped, drained at the path's rate): a stream's rate over fewer is its
+/// ramp and its queue, not the path (4 TCP flows over 43 Mbit/s read 35–41 Mbit/s in 20 ms
+/// trials and 39.96 in 2 s ones, as iperf3 -t 5 did).
+pub(crate) const LAG_TRIALS: u64 = 8;
+
+/// The longest a trial is made to last for the path's sake.
+pub(crate) const MAX_ADAPTED_TRIAL_NS: u64 = 5_000_000_000;
+
+/// Most warm-up trials a duration-sized point makes while its lag grows (a TCP window and
+/// its send buffer grow over the first trials of a slow path).
+const MAX_DURATION_WARMUPS: u32 = 4;
 
 impl Plan {
     /// The plan of a point of `size` bytes; `prev_rep_ns` is the pattern's typical time per
@@ -43,6 +65,10 @@ impl Plan {
             cal,
             rep_ns: 0.0,
             interval_ns: spec.interval_ns,
+            warm_ns: trial_ns / 2,
+            lag_ns: 0,
+            warmups: 0,
+            adapt: matches!(spec.pattern, Pattern::Stream | Pattern::Bidir),
         }
     }
 
@@ -52,23 +78,78 @@ impl Plan {
     pub(crate) fn first_warmup(&self) -> Option<TrialSpec> {
         match self.cal {
             Some(_) => Some(self.reps_trial(true)),
-            None => self.warmup.then_some(TrialSpec {
-                size: self.size,
-                repetitions: 0,
-                duration_ns: self.trial_ns / 2,
-                warmup: true,
-                interval_ns: 0,
-            }),
+            None => self.warmup.then(|| self.duration_warmup()),
         }
     }
 
-    /// The next warm-up trial once the last one took `rep_ns` per repetition, or `None`
-    /// when the calibration is done.
-    pub(crate) fn next_warmup(&mut self, rep_ns: f64) -> Option<TrialSpec> {
-        let cal = self.cal?;
+    fn duration_warmup(&self) -> TrialSpec {
+        TrialSpec {
+            size: self.size,
+            repetitions: 0,
+            duration_ns: self.warm_ns,
+            warmup: true,
+            interval_ns: 0,
+        }
+    }
+
+    /// The next warm-up trial once the last one (`out`) took `rep_ns` per repetition, or
+    /// `None` when the calibration is done. A duration-sized point warms up again while the
+    /// lag it measured asks for trials more than twice as long as that warm-up.
+    pub(crate) fn next_warmup(&mut self, rep_ns: f64, out: &TrialOutcome) -> Option<TrialSpec> {
+        let Some(cal) = self.cal else {
+            if !self.adapt {
+                return None;
+            }
+            self.warmups += 1;
+            self.lag_ns = lag_ns(out);
+            let wanted = self.adapted_ns();
+            if wanted > 2 * self.warm_ns && self.warmups < MAX_DURATION_WARMUPS {
+                self.warm_ns = wanted / 2;
+                return Some(self.duration_warmup());
+            }
+            return None;
+        };
         self.rep_ns = rep_ns;
         self.reps = cal.next(self.reps, rep_ns, self.warmup)?;
         Some(self.reps_trial(true))
+    }
+
+    /// A duration-sized trial's length: the asked trial time, or [`LAG_TRIALS`] times the
+    /// warm-up's lag when that is longer (at most [`MAX_ADAPTED_TRIAL_NS`]).
+    fn adapted_ns(&self) -> u64 {
+        self.trial_ns
+            .max((LAG_TRIALS * self.lag_ns).min(MAX_ADAPTED_TRIAL_NS))
+    }
+
+    /// The point's time budget: the asked one, or — when the path made the trials longer
+    /// than asked — the warm-ups' time (`warmed`) and room for `--min-trials` timed trials.
+    pub(crate) fn budget(&self, spec: &RunSpec, warmed: Duration) -> Duration {
+        let asked = Duration::from_nanos(spec.max_point_time_ns);
+        if self.cal.is_some() || self.adapted_ns() <= self.trial_ns {
+            return asked;
+        }
+        let trials = Duration::from_nanos(self.adapted_ns()) * spec.min_trials.max(1);
+        asked.max(warmed + trials + trials / 10)
+    }
+
+    /// The note of a point whose trials the path made longer than asked.
+    pub(crate) fn note(&self) -> Option<String> {
+        let t = self.adapted_ns();
+        (self.cal.is_none() && t > self.trial_ns).then(|| {
+            format!(
+                "trials lengthened to {:.2} s (asked {:.3} s): the warm-up's receiver went on \
+                 {:.1} ms after its sender stopped — data in flight in buffers and queues — \
+                 and a trial lasts {LAG_TRIALS}× that{}",
+                t as f64 / 1e9,
+                self.trial_ns as f64 / 1e9,
+                self.lag_ns as f64 / 1e6,
+                if t == MAX_ADAPTED_TRIAL_NS {
+                    " (capped)"
+                } else {
+                    ""
+                }
+            )
+        })
     }
 
     /// Every timed trial of the point.
@@ -81,7 +162,7 @@ impl Plan {
             None => TrialSpec {
                 size: self.size,
                 repetitions: 0,
-                duration_ns: self.trial_ns,
+                duration_ns: self.adapted_ns(),
                 warmup: false,
                 interval_ns: self.interval_ns,
             },
@@ -138,16 +219,34 @@ impl Calibration {
     }
 }
 
+/// How long the receiving side of a trial went on after the sending side stopped: what was
+/// in flight (socket buffers, queues) drained at the path's rate. Both directions for bidir;
+/// 0 where nothing was received.
+fn lag_ns(out: &TrialOutcome) -> u64 {
+    let (c, s) = (&out.client, &out.server);
+    let to_server = if c.bytes_sent > 0 && s.bytes_received > 0 {
+        s.recv_span_ns.saturating_sub(c.active_ns)
+    } else {
+        0
+    };
+    let to_client = if s.bytes_sent > 0 && c.bytes_received > 0 {
+        c.recv_span_ns.saturating_sub(s.active_ns)
+    } else {
+        0
+    };
+    to_server.max(to_client)
+}
+
 /// The repetition rule: stop once at least `min_trials` trials put the 95% CI of the mean
-/// within the precision target, or at `max_trials`, or when the point's budget is spent
+/// within the precision target, or at `max_trials`, or when the point's `budget` is spent
 /// (after two trials at least; four budgets at most, whatever the count).
 pub(crate) fn should_stop(
     spec: &RunSpec,
     samples: &[f64],
     elapsed: Duration,
+    budget: Duration,
 ) -> Option<StopReason> {
     let n = samples.len() as u32;
-    let budget = Duration::from_nanos(spec.max_point_time_ns);
     if n >= spec.min_trials {
         if ci95(samples).is_some_and(|c| c.relative <= spec.precision) {
             return Some(StopReason::Precision);
@@ -162,7 +261,84 @@ pub(crate) fn should_stop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netsweep_model::spec::{Family, Pattern, Transport};
+    use netsweep_model::spec::{Family, Transport};
+    use netsweep_proto::messages::SideCounters;
+
+    /// A warm-up whose receiver ended `lag_ms` after its sender (a client sending to the
+    /// server for 10 ms).
+    fn sent(lag_ms: f64) -> TrialOutcome {
+        TrialOutcome {
+            client: SideCounters {
+                bytes_sent: 1 << 20,
+                active_ns: 10_000_000,
+                ..Default::default()
+            },
+            server: SideCounters {
+                bytes_received: 1 << 20,
+                recv_span_ns: 10_000_000 + (lag_ms * 1e6) as u64,
+                active_ns: 10_000_000 + (lag_ms * 1e6) as u64,
+                ..Default::default()
+            },
+            wall_ns: 10_000_000,
+        }
+    }
+
+    fn idle() -> TrialOutcome {
+        sent(0.0)
+    }
+
+    #[test]
+    fn a_slow_paths_lag_lengthens_stream_trials_and_the_budget() {
+        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Stream, Family::Ipv4);
+        spec.warmup = true;
+        // Loopback: the receiver is done 0.2 ms after the sender; 20 ms trials as asked.
+        let mut lo = Plan::new(Sizing::Duration, &spec, 65536, None);
+        assert_eq!(lo.first_warmup().map(|t| t.duration_ns), Some(10_000_000));
+        assert_eq!(lo.next_warmup(0.0, &sent(0.2)), None);
+        assert_eq!(lo.timed().duration_ns, 20_000_000);
+        assert_eq!(lo.budget(&spec, Duration::ZERO), Duration::from_millis(300));
+        assert_eq!(lo.note(), None);
+        // A shaped path held 250 ms of data: warm up again for half of 8 × that, then time
+        // trials of 2 s, with room for three in the point's budget.
+        let mut slow = Plan::new(Sizing::Duration, &spec, 65536, None);
+        let w = slow
+            .next_warmup(0.0, &sent(250.0))
+            .expect("a longer warm-up");
+        assert_eq!(w.duration_ns, 1_000_000_000);
+        assert_eq!(slow.next_warmup(0.0, &sent(250.0)), None);
+        assert_eq!(slow.timed().duration_ns, 2_000_000_000);
+        // Room for the warm-ups and min-trials (3) timed trials, and a tenth more.
+        assert_eq!(
+            slow.budget(&spec, Duration::from_secs(1)),
+            Duration::from_millis(7_600)
+        );
+        let note = slow.note().expect("a note");
+        assert!(
+            note.contains("2.00 s") && note.contains("250.0 ms"),
+            "{note}"
+        );
+        // However long the lag, a trial is capped, and the warm-ups stop.
+        let mut stuck = Plan::new(Sizing::Duration, &spec, 65536, None);
+        let mut n = 0;
+        while stuck.next_warmup(0.0, &sent(60_000.0)).is_some() {
+            n += 1;
+        }
+        assert!(n < MAX_DURATION_WARMUPS, "{n} warm-ups");
+        assert_eq!(stuck.timed().duration_ns, MAX_ADAPTED_TRIAL_NS);
+        assert!(stuck.note().unwrap().contains("(capped)"));
+        // A rate point's trials are its schedule: never lengthened.
+        let rate = RunSpec::new(Transport::Tcp, Pattern::Rate, Family::Ipv4);
+        let mut r = Plan::new(Sizing::Duration, &rate, 64, None);
+        assert_eq!(r.next_warmup(0.0, &sent(250.0)), None);
+        assert_eq!(r.timed().duration_ns, rate.trial_time_ns);
+        // Bidir: the slower direction decides; a reverse stream's receiver is the client.
+        let mut back = sent(0.0);
+        back.server.bytes_sent = 1 << 20;
+        back.server.active_ns = 10_000_000;
+        back.client.bytes_received = 1 << 20;
+        back.client.recv_span_ns = 40_000_000;
+        assert_eq!(lag_ns(&back), 30_000_000);
+    }
 
     #[test]
     fn calibration_grows_then_sizes_trials() {
@@ -187,36 +363,40 @@ mod tests {
         let mut spec = RunSpec::new(Transport::Tcp, Pattern::Pingpong, Family::Ipv4);
         spec.precision = 0.02;
         spec.max_point_time_ns = 1_000_000_000;
+        let budget = Duration::from_secs(1);
         let quick = Duration::from_millis(10);
         assert_eq!(
-            should_stop(&spec, &[100.0, 100.5], quick),
+            should_stop(&spec, &[100.0, 100.5], quick, budget),
             None,
             "fewer than min_trials"
         );
         assert_eq!(
-            should_stop(&spec, &[100.0, 100.5, 99.5], quick),
+            should_stop(&spec, &[100.0, 100.5, 99.5], quick, budget),
             Some(StopReason::Precision)
         );
-        assert_eq!(should_stop(&spec, &[100.0, 150.0, 60.0], quick), None);
+        assert_eq!(
+            should_stop(&spec, &[100.0, 150.0, 60.0], quick, budget),
+            None
+        );
         let late = Duration::from_millis(1_500);
         assert_eq!(
-            should_stop(&spec, &[100.0, 150.0], late),
+            should_stop(&spec, &[100.0, 150.0], late, budget),
             Some(StopReason::TimeBudget)
         );
         assert_eq!(
-            should_stop(&spec, &[100.0], late),
+            should_stop(&spec, &[100.0], late, budget),
             None,
             "budget spent, but one trial only"
         );
         assert_eq!(
-            should_stop(&spec, &[100.0], Duration::from_secs(5)),
+            should_stop(&spec, &[100.0], Duration::from_secs(5), budget),
             Some(StopReason::TimeBudget)
         );
         let noisy: Vec<f64> = (0..30)
             .map(|i| if i % 2 == 0 { 50.0 } else { 150.0 })
             .collect();
         assert_eq!(
-            should_stop(&spec, &noisy, quick),
+            should_stop(&spec, &noisy, quick, budget),
             Some(StopReason::MaxTrials)
         );
     }
@@ -231,15 +411,21 @@ mod tests {
             p.first_warmup().map(|t| (t.repetitions, t.warmup)),
             Some((2, true))
         );
-        assert_eq!(p.next_warmup(10_000.0).map(|t| t.repetitions), Some(128));
-        assert_eq!(p.next_warmup(10_000.0).map(|t| t.repetitions), Some(500));
-        assert_eq!(p.next_warmup(10_000.0), None);
+        assert_eq!(
+            p.next_warmup(10_000.0, &idle()).map(|t| t.repetitions),
+            Some(128)
+        );
+        assert_eq!(
+            p.next_warmup(10_000.0, &idle()).map(|t| t.repetitions),
+            Some(500)
+        );
+        assert_eq!(p.next_warmup(10_000.0, &idle()), None);
         let t = p.timed();
         assert_eq!((t.repetitions, t.duration_ns, t.warmup), (2000, 0, false));
         let mut d = Plan::new(Sizing::Duration, &spec, 64, None);
         let w = d.first_warmup().expect("a warm-up with --warmup");
         assert_eq!((w.duration_ns, w.repetitions), (10_000_000, 0));
-        assert_eq!(d.next_warmup(1.0), None);
+        assert_eq!(d.next_warmup(1.0, &idle()), None);
         assert_eq!(d.timed().duration_ns, 20_000_000);
         spec.warmup = false;
         assert_eq!(
@@ -251,7 +437,7 @@ mod tests {
             r.first_warmup().is_some(),
             "calibration runs even without --warmup"
         );
-        assert_eq!(r.next_warmup(10_000.0), None);
+        assert_eq!(r.next_warmup(10_000.0, &idle()), None);
         assert_eq!(r.timed().repetitions, 2000);
     }
 }

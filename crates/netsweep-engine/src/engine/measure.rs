@@ -73,20 +73,23 @@ impl<'a> Measurer<'a> {
         while let Some(t) = warmup {
             let out = self.trial(&t)?;
             let rep_ns = self.pattern.warmed(&t, &out);
-            warmup = plan.next_warmup(rep_ns);
+            warmup = plan.next_warmup(rep_ns, &out);
         }
         self.pattern.start_timed(&mut tally);
         let timed = plan.timed();
         let note = self.pattern.server_timeout_note();
+        let budget = plan.budget(spec, point_start.elapsed());
         let stop_reason = loop {
             let out = self.trial(&timed)?;
             self.pattern.fold(&out)?;
             tally.add(&out.client, &out.server, out.wall_ns, note);
-            if let Some(reason) = should_stop(spec, self.pattern.samples(), point_start.elapsed()) {
+            let samples = self.pattern.samples();
+            if let Some(reason) = should_stop(spec, samples, point_start.elapsed(), budget) {
                 break reason;
             }
         };
         let mut p = self.pattern.finish(spec, &timed, tally, stop_reason);
+        p.notes.extend(plan.note());
         p.background = self.bg.figures();
         Ok(p)
     }
