@@ -165,22 +165,24 @@ def med(xs):
 
 
 # What the profiles said (2026-11-23, 2-CPU host); kept with the table it explains.
+# Profile figures from 2026-11-23/24, not measured by this script: printed with their date so
+# a rerun never presents them as its own.
 WHY_THREAD_PER_FLOW = (
-    'Why a thread per flow: profiled on this host (`perf record -a -g` while `-P 8` ran),'
-    ' eight flows sharing two epoll threads per side left both CPUs idle about 12% of the'
-    ' time — every data thread asleep in `epoll_wait` at once — and switched context twic'
-    "e as often (37 500/s against iperf2's 16 800/s); with a blocking thread per flow the"
-    " idle time and the switches fell to iperf2's (no idle, 18 800/s) and the kernel's co"
-    'py and TCP paths took the same shares of the samples as under iperf2. The `--threads'
-    ' 2` column is that epoll arrangement, measured in the same runs (at 2 flows both col'
-    'umns run a blocking thread per flow: their difference there is the run-to-run spread'
-    '). A server thread that woke every millisecond during the trial to pass the client'
-    "'s end on to the data threads took 2.5% to 8% at 8 flows (two series of six alternat"
-    'ed runs: medians 81.2 against 83.2 Gbit/s with a build that looked every 20 ms throu'
-    'ghout, 77.0 against 83.1 with one that looks every 20 ms until the last 20 ms of the'
-    ' trial, as netsweep now does); with it gone, the threads of both tools switch contex'
-    't at the same rates. What is left between netsweep and iperf2 lies inside their min–'
-    'max: in the kernel profile they do the same work per byte.')
+    "Why a thread per flow (profiled 2026-11-23 and 2026-11-24 with `perf record -a -g` while "
+    "`-P 8` ran; not re-measured by this script): eight flows sharing two epoll threads per "
+    "side left both CPUs idle about 12% of the time — every data thread asleep in "
+    "`epoll_wait` at once — and switched context twice as often (37 500/s against iperf2's "
+    "16 800/s); with a blocking thread per flow the idle time and the switches fell to "
+    "iperf2's (no idle, 18 800/s) and the kernel's copy and TCP paths took the same shares of "
+    "the samples as under iperf2. The `--threads 2` column is that epoll arrangement, "
+    "measured in the same runs (at 2 flows both columns run a blocking thread per flow: their "
+    "difference there is the run-to-run spread). A server thread that woke every millisecond "
+    "during the trial to pass the client's end on to the data threads took 2.5% to 8% at 8 "
+    "flows (two series of six alternated runs: medians 81.2 against 83.2 Gbit/s with a build "
+    "that looked every 20 ms throughout, 77.0 against 83.1 with one that looks every 20 ms "
+    "until the last 20 ms of the trial, as netsweep now does); with it gone, the threads of "
+    "both tools switch context at the same rates. What is left between netsweep and iperf2 "
+    "lies inside their min–max: in the kernel profile they do the same work per byte.")
 
 
 def ensure_peers():

@@ -284,14 +284,22 @@ mod tests {
     #[test]
     fn accepted_tcp_connections_have_the_listeners_knobs_and_timeouts() {
         inherits(Transport::Tcp, knobs());
-        if crate::ip::open(Transport::Mptcp, [127, 0, 0, 1].into()).is_ok() {
-            // MPTCP refuses IP_MTU_DISCOVER.
-            let k = Knobs {
-                pmtu: None,
-                ..knobs()
-            };
-            inherits(Transport::Mptcp, k);
+    }
+
+    /// The same for MPTCP, where the kernel has it; where it does not, the test says it did
+    /// not run rather than passing in silence.
+    #[test]
+    fn accepted_mptcp_connections_have_the_listeners_knobs_and_timeouts() {
+        if let Err(e) = crate::ip::open(Transport::Mptcp, [127, 0, 0, 1].into()) {
+            eprintln!("SKIPPED: MPTCP is not available here ({e}); nothing was checked");
+            return;
         }
+        // MPTCP refuses IP_MTU_DISCOVER.
+        let k = Knobs {
+            pmtu: None,
+            ..knobs()
+        };
+        inherits(Transport::Mptcp, k);
     }
 
     fn inherits(t: Transport, knobs: Knobs) {

@@ -85,7 +85,8 @@ pub struct Descriptor {
     pub max_message: Option<MessageLimit>,
     /// The apis it supports, `basic` first.
     pub apis: &'static [Api],
-    /// The patterns it supports ([`CONNECTED`] or [`MESSAGES`]).
+    /// The patterns it supports ([`CONNECTED`], [`MESSAGES`], [`CONNECTED_BIDIR`] or
+    /// [`MESSAGES_BIDIR`]).
     pub patterns: &'static [Pattern],
     /// The knobs that mean something on it (the others are noted as not applying).
     pub knobs: &'static [Knob],

@@ -71,7 +71,7 @@ fn parse(setup: &SessionSetup) -> io::Result<(&'static Descriptor, Api)> {
     let t = Transport::parse(&setup.transport).ok_or_else(|| {
         unsupported(format!(
             "unknown transport {:?}: `netsweep list` shows the ones this build has",
-            setup.transport
+            netsweep_proto::text::printable(&setup.transport)
         ))
     })?;
     let api = if setup.api.is_empty() {
@@ -84,7 +84,12 @@ fn parse(setup: &SessionSetup) -> io::Result<(&'static Descriptor, Api)> {
             ))
         })?
     };
-    let pattern = Pattern::parse(&setup.pattern).unwrap_or(Pattern::Stream);
+    let pattern = Pattern::parse(&setup.pattern).ok_or_else(|| {
+        unsupported(format!(
+            "unknown pattern {:?}: `netsweep list` shows the ones this build has",
+            netsweep_proto::text::printable(&setup.pattern)
+        ))
+    })?;
     let d = descriptor(t);
     d.check(api, pattern).map_err(unsupported)?;
     Ok((d, api))

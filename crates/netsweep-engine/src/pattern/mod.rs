@@ -1,5 +1,5 @@
-//! Traffic patterns: each pattern is one file (`pingpong`, `stream`, `crr`) owning everything
-//! about it — the timed loops of both sides (nothing in them allocates, logs, locks or
+//! Traffic patterns: each pattern (`pingpong`, `stream`, `crr`, `bidir`, `rate`) is one file,
+//! or a folder for rate, owning everything about it — the timed loops of both sides (nothing in them allocates, logs, locks or
 //! touches the control connection), its data path on each side, what a repetition is, and
 //! how its trials fold into a point. `dgram` (the datagram header and loss accounting) and
 //! `loops` (trial signals, idle slices, refused sends) hold what the loops share; this file
