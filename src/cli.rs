@@ -568,6 +568,18 @@ pub enum LabCommand {
     },
     /// Remove everything named nsw-… that a crash left: namespaces, links, nft tables, state files.
     Clean,
+    /// The path emulator of one lab link (started by `lab up` inside the link's emulator
+    /// namespace; not for direct use): carries frames between two ports per CONFIG, rewriting
+    /// its counters to REPORT, until SIGTERM.
+    #[command(hide = true)]
+    Emulate {
+        /// The emulator's configuration (JSON, written by the lab).
+        #[arg(long)]
+        config: String,
+        /// Where its counters are written (JSON, rewritten every 250 ms).
+        #[arg(long)]
+        report: String,
+    },
 }
 
 #[derive(Debug, Args)]

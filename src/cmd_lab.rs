@@ -1,6 +1,7 @@
 //! `netsweep lab`: build, show, enter and remove network-namespace testbeds.
 
 use crate::cli::{LabArgs, LabCommand};
+use crate::{failure, usage_error};
 use netsweep_lab::{
     clean, generate_run_id, list_labs, preflight, Lab, LabError, Scenario, Topology,
 };
@@ -51,6 +52,7 @@ fn pick(id: Option<&str>) -> Result<Lab, String> {
 
 pub fn main(a: LabArgs) -> ExitCode {
     match a.command {
+        LabCommand::Emulate { config, report } => emulate(&config, &report),
         LabCommand::Clean => {
             if let Err(e) = preflight() {
                 return lab_failure(&e);
@@ -129,5 +131,26 @@ pub fn main(a: LabArgs) -> ExitCode {
                 Err(e) => lab_failure(&e),
             }
         }
+    }
+}
+
+/// `lab emulate`: one link's path emulator, until SIGTERM (or SIGINT).
+fn emulate(config: &str, report: &str) -> ExitCode {
+    let text = match std::fs::read_to_string(config) {
+        Ok(t) => t,
+        Err(e) => {
+            return failure(format!(
+                "cannot read the emulator's configuration {config}: {e}"
+            ))
+        }
+    };
+    let cfg: netsweep_emu::Config = match serde_json::from_str(&text) {
+        Ok(c) => c,
+        Err(e) => return usage_error(format!("bad emulator configuration {config}: {e}")),
+    };
+    let stop = crate::signal::install();
+    match netsweep_emu::run::run(&cfg, &stop, std::path::Path::new(report)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => failure(format!("path emulator of link {}: {e}", cfg.link)),
     }
 }

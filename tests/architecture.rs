@@ -55,7 +55,8 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("netsweep-report", &["netsweep-model", "netsweep-proto"]),
-    ("netsweep-lab", &["netsweep-tool"]),
+    ("netsweep-lab", &["netsweep-emu", "netsweep-tool"]),
+    ("netsweep-emu", &[]),
     ("netsweep-iperf3", &[]),
 ];
 

@@ -2,12 +2,13 @@
 //! running one step.
 
 use crate::cmd;
+use crate::emulation::Engine;
 use crate::error::Result;
 use crate::layout::{Endpoint, Layout};
 use crate::netns;
 
 /// One thing to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Run a tool with arguments and optional stdin.
     Tool {
@@ -27,10 +28,12 @@ pub enum Action {
         /// Value.
         value: String,
     },
+    /// Start a link's path emulator (and wait until it reports).
+    StartEmulator(Box<crate::emulation::EmulatorLayout>),
 }
 
 /// One step, with what it is for (used in error messages).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Step {
     /// What the step does, e.g. "creating link client-router".
     pub what: String,
@@ -38,11 +41,11 @@ pub struct Step {
     pub action: Action,
 }
 
-fn v(args: &[&str]) -> Vec<String> {
+pub(crate) fn v(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
-fn tool(what: String, tool: &str, args: Vec<String>) -> Step {
+pub(crate) fn tool(what: String, tool: &str, args: Vec<String>) -> Step {
     Step {
         what,
         action: Action::Tool {
@@ -53,7 +56,7 @@ fn tool(what: String, tool: &str, args: Vec<String>) -> Step {
     }
 }
 
-fn sysctl(what: &str, ns: &str, key: &str, value: &str) -> Step {
+pub(crate) fn sysctl(what: &str, ns: &str, key: &str, value: &str) -> Step {
     Step {
         what: what.to_string(),
         action: Action::Sysctl {
@@ -65,7 +68,7 @@ fn sysctl(what: &str, ns: &str, key: &str, value: &str) -> Step {
 }
 
 /// The full path of `name` for `ip netns exec` (which searches PATH only).
-fn exe(name: &str) -> String {
+pub(crate) fn exe(name: &str) -> String {
     cmd::find_tool(name)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| name.to_string())
@@ -183,14 +186,18 @@ pub fn steps(layout: &Layout) -> Vec<Step> {
     for l in &layout.links {
         let (na, nb) = (ns_of(&l.a.host), ns_of(&l.b.host));
         let mtu = l.mtu.to_string();
-        out.push(tool(
-            format!("creating link {}", l.name),
-            "ip",
-            v(&[
-                "link", "add", "name", &l.a.iface, "netns", &na, "mtu", &mtu, "type", "veth",
-                "peer", "name", &l.b.iface, "netns", &nb, "mtu", &mtu,
-            ]),
-        ));
+        match l.emulator.as_ref().filter(|e| e.engine == Engine::Netsweep) {
+            // a — [emulator] — b: two veth pairs through the emulator's namespace.
+            Some(em) => out.extend(crate::emulation::link_steps(l, em, &na, &nb)),
+            None => out.push(tool(
+                format!("creating link {}", l.name),
+                "ip",
+                v(&[
+                    "link", "add", "name", &l.a.iface, "netns", &na, "mtu", &mtu, "type", "veth",
+                    "peer", "name", &l.b.iface, "netns", &nb, "mtu", &mtu,
+                ]),
+            )),
+        }
         if !l.offloads.is_empty() {
             for (e, ns) in [(&l.a, &na), (&l.b, &nb)] {
                 let mut args = v(&["netns", "exec", ns, &exe("ethtool"), "-K", &e.iface]);
@@ -209,6 +216,14 @@ pub fn steps(layout: &Layout) -> Vec<Step> {
         address_steps(&nb, &l.b, &format!("link {}", l.name), &mut out);
     }
     for l in &layout.links {
+        if let Some(em) = l.emulator.as_ref().filter(|e| e.engine == Engine::Netem) {
+            out.extend(crate::emulation::netem_steps(
+                l,
+                em,
+                &ns_of(&l.a.host),
+                &ns_of(&l.b.host),
+            ));
+        }
         for s in &l.shapers {
             let ns = ns_of(&s.host);
             for args in crate::shaping::tc_commands(s) {
@@ -285,6 +300,15 @@ pub fn steps(layout: &Layout) -> Vec<Step> {
             address_steps(&ns, e, &format!("tunnel {}", t.name), &mut out);
         }
     }
+    // Last, once every namespace and interface exists: the path emulators.
+    for l in &layout.links {
+        if let Some(em) = l.emulator.as_ref().filter(|e| e.engine == Engine::Netsweep) {
+            out.push(Step {
+                what: format!("starting the path emulator of link {}", l.name),
+                action: Action::StartEmulator(Box::new(em.clone())),
+            });
+        }
+    }
     out
 }
 
@@ -295,6 +319,7 @@ pub fn execute(step: &Step) -> Result<()> {
             cmd::run(&step.what, tool, args, stdin.as_deref()).map(|_| ())
         }
         Action::Sysctl { netns, key, value } => netns::write_sysctl(netns, key, value),
+        Action::StartEmulator(em) => crate::emulation::start(em),
     }
 }
 
@@ -327,6 +352,7 @@ mod tests {
                     )
                 }
                 Action::Sysctl { netns, key, value } => format!("sysctl {netns} {key}={value}"),
+                Action::StartEmulator(em) => format!("start emulator {}", em.config.link),
             })
             .collect()
     }

@@ -164,6 +164,14 @@ pub fn clean() -> Result<CleanReport> {
             Err(e) => r.errors.push(format!("{}: {e}", path.display())),
         }
     }
+    // Path emulators' directories (`<run id>.emu`): their processes died with their namespaces.
+    if let Ok(entries) = std::fs::read_dir(state::TMP_DIR) {
+        for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if p.extension().is_some_and(|x| x == "emu") && std::fs::remove_dir_all(&p).is_ok() {
+                r.state_files.push(p);
+            }
+        }
+    }
     r.state_files.sort();
     r.state_files.dedup();
     Ok(r)

@@ -139,6 +139,11 @@ impl Display for Layout {
                     r.counter
                 )?;
             }
+            if let Some(em) = &l.emulator {
+                for line in em.describe(&l.a.host, &l.b.host) {
+                    writeln!(f, "    {line}")?;
+                }
+            }
         }
         if !self.tunnels.is_empty() {
             writeln!(f, "tunnels:")?;

@@ -65,7 +65,9 @@ impl Lab {
     /// SIGTERM while building) removes what was built and returns the error.
     pub fn up(topo: &Topology, run_id: &str) -> Result<Lab> {
         preflight()?;
-        let layout = plan(topo, run_id)?;
+        let mut topo = topo.clone();
+        crate::emulation::resolve_engines(&mut topo);
+        let layout = plan(&topo, run_id)?;
         if let Some(ns) = layout.namespaces().into_iter().find(|ns| netns::exists(ns)) {
             return Err(LabError::Usage(format!(
                 "a lab with run id \"{run_id}\" is already up (namespace {ns} exists): run `netsweep lab down {run_id}`, or use another run id"

@@ -99,6 +99,9 @@ pub struct LinkLayout {
     pub shapers: Vec<ShaperLayout>,
     /// Loss rules (one per lossy direction).
     pub loss: Vec<LossLayout>,
+    /// Its path emulator, when it is emulated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<crate::emulation::EmulatorLayout>,
 }
 
 /// A root qdisc on one interface.
@@ -233,7 +236,17 @@ impl Layout {
 
     /// Every namespace of the lab.
     pub fn namespaces(&self) -> Vec<&str> {
-        self.hosts.iter().map(|h| h.netns.as_str()).collect()
+        let emulators = self
+            .links
+            .iter()
+            .filter_map(|l| l.emulator.as_ref())
+            .filter(|e| e.engine == crate::emulation::Engine::Netsweep)
+            .map(|e| e.netns.as_str());
+        self.hosts
+            .iter()
+            .map(|h| h.netns.as_str())
+            .chain(emulators)
+            .collect()
     }
 }
 

@@ -23,6 +23,7 @@ mod clients;
 pub mod cmd;
 pub mod counters;
 mod describe;
+pub mod emulation;
 pub mod error;
 pub mod lab;
 pub mod layout;
@@ -47,6 +48,7 @@ mod validate;
 
 pub use clean::{clean, CleanReport};
 pub use counters::{ClassStats, LossCount};
+pub use emulation::{Emulation, Engine};
 pub use error::{LabError, Result, SpecError};
 pub use lab::{Lab, Teardown};
 pub use layout::Layout;

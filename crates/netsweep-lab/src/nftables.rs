@@ -174,6 +174,7 @@ mod tests {
                 hi: 1100,
                 rate: Rate::parse("1mbit").unwrap(),
             }),
+            emulate: None,
         };
         let sh = shaping::plan(&link, "b", "nsw-0-a", "a").unwrap();
         let s = script(&[&loss], &[&sh], true).unwrap();

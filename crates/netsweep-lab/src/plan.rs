@@ -79,7 +79,8 @@ pub fn plan(topo: &Topology, run_id: &str) -> Result<Layout> {
         let mut loss = Vec::new();
         for from_a in [true, false] {
             let (src, dst) = if from_a { (&a, &b) } else { (&b, &a) };
-            if l.direction.covers_from_a(from_a) {
+            // An emulated link's rate is the emulator's bottleneck.
+            if l.direction.covers_from_a(from_a) && l.emulate.is_none() {
                 shapers.extend(shaping::plan(l, &src.host, &src.iface, &dst.host));
             }
             if let Some(ls) = &l.loss {
@@ -106,6 +107,10 @@ pub fn plan(topo: &Topology, run_id: &str) -> Result<Layout> {
             offloads: l.offloads.clone(),
             shapers,
             loss,
+            emulator: l
+                .emulate
+                .as_ref()
+                .map(|e| crate::emulation::plan(e, run_id, i, &l.name, l.mtu)),
         });
     }
 

@@ -50,6 +50,7 @@ pub(crate) struct RawLink {
     pub classes: Vec<Spanned<RawClass>>,
     pub loss: Option<Spanned<RawLoss>>,
     pub shape_band: Option<Spanned<RawBand>>,
+    pub emulate: Option<Spanned<crate::emulation::RawEmulate>>,
 }
 
 /// `[[links.classes]]`.

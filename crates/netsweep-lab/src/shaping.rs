@@ -256,6 +256,7 @@ mod tests {
             classes: Vec::new(),
             loss: None,
             shape_band: None,
+            emulate: None,
         }
     }
 

@@ -89,7 +89,8 @@ pub fn list() -> Vec<(PathBuf, Result<Layout>)> {
     out
 }
 
-/// Removes the state file of run `run_id` (from both directories).
+/// Removes the state file of run `run_id` (from both directories), and its path emulators'
+/// files.
 pub fn remove(run_id: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for dir in dirs() {
@@ -97,6 +98,10 @@ pub fn remove(run_id: &str) -> Vec<PathBuf> {
         if std::fs::remove_file(&p).is_ok() {
             removed.push(p);
         }
+    }
+    let emu = PathBuf::from(crate::emulation::files_dir(run_id));
+    if std::fs::remove_dir_all(&emu).is_ok() {
+        removed.push(emu);
     }
     removed
 }

@@ -116,6 +116,9 @@ pub struct Link {
     pub loss: Option<Loss>,
     /// A slow class for packets whose IP total length is in a range.
     pub shape_band: Option<ShapeBand>,
+    /// Path emulation (delay, jitter, loss, queue…); with it, `rate` is the emulator's
+    /// bottleneck, not a tbf.
+    pub emulate: Option<crate::emulation::Emulation>,
 }
 
 /// An htb class selected by skb priority.

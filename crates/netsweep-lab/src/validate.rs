@@ -428,6 +428,24 @@ fn link(
             })
         }
     };
+    let emulate = match &l.emulate {
+        None => None,
+        Some(e) => {
+            if !classes.is_empty() || shape_band.is_some() {
+                return Err(cx.err(
+                    format!("{p}.emulate"),
+                    start(e),
+                    "an emulated link's bottleneck is the emulator's: use emulate.qdisc = \"prio\" \
+                     (by DSCP) instead of htb classes or a shape_band",
+                ));
+            }
+            Some(
+                e.get_ref()
+                    .check(&p, rate)
+                    .map_err(|x| crate::emulation::located(x, cx.src, start(e)))?,
+            )
+        }
+    };
     Ok(Link {
         name,
         a,
@@ -443,6 +461,7 @@ fn link(
         classes,
         loss,
         shape_band,
+        emulate,
     })
 }
 
