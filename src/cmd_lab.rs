@@ -149,7 +149,12 @@ fn emulate(config: &str, report: &str) -> ExitCode {
         Err(e) => return usage_error(format!("bad emulator configuration {config}: {e}")),
     };
     let stop = crate::signal::install();
-    match netsweep_emu::run::run(&cfg, &stop, std::path::Path::new(report)) {
+    // SIGUSR1 (from the scenario runner, before each run): a new lateness window.
+    let window = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, window.clone()) {
+        return failure(format!("cannot handle SIGUSR1: {e}"));
+    }
+    match netsweep_emu::run::run(&cfg, &stop, &window, std::path::Path::new(report)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => failure(format!("path emulator of link {}: {e}", cfg.link)),
     }

@@ -59,6 +59,9 @@ pub struct DirectionSpec {
     pub queue_frames: Option<u32>,
     /// How the bottleneck picks the next frame.
     pub qdisc: Qdisc,
+    /// Emulate only frames of this IP protocol (17 = UDP, 6 = TCP, 1 = ICMP); the others pass
+    /// at once, untouched and counted apart (`bypassed`). `None`: every frame.
+    pub protocol: Option<u8>,
 }
 
 /// A jitter: a random addition to each frame's delay.

@@ -84,6 +84,10 @@ pub struct Path<B> {
     lateness: LatenessHistogram,
     /// Frames dropped since the caller last took them (their buffers to give back).
     freed: Vec<B>,
+    /// Frames passing unemulated, to release at the next poll.
+    passing: Vec<(B, u32)>,
+    /// Numbers of duplicated frames with both copies in flight: whether one was released.
+    copies: std::collections::HashMap<u64, bool>,
 }
 
 impl<B> Path<B> {
@@ -109,6 +113,8 @@ impl<B> Path<B> {
             counters: Counters::default(),
             lateness: LatenessHistogram::default(),
             freed: Vec::new(),
+            passing: Vec::new(),
+            copies: std::collections::HashMap::new(),
         }
     }
 
@@ -149,10 +155,27 @@ impl<B> Path<B> {
         } else {
             None
         };
-        self.enter(now, frame, len, band);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.enter(now, frame, len, band, seq);
         if let Some(c) = dup {
-            self.enter(now, c, len, band);
+            // The copy is the same frame to the receiver: the same number, and a reordering
+            // is counted only for whichever of the two is released first.
+            self.copies.insert(seq, false);
+            self.enter(now, c, len, band, seq);
         }
+    }
+
+    /// Whether a frame of IP protocol `proto` (`None`: not IP) is emulated, or passes at once.
+    pub fn emulates(&self, proto: Option<u8>) -> bool {
+        self.spec.protocol.is_none_or(|p| proto == Some(p))
+    }
+
+    /// A frame that is not emulated (see [`emulates`](Self::emulates)): released at the next
+    /// poll, in arrival order, counted apart.
+    pub fn bypass(&mut self, frame: B, len: u32) {
+        self.counters.bypassed += 1;
+        self.passing.push((frame, len));
     }
 
     /// Counts a frame the caller dropped before it could arrive (no buffer to hold it).
@@ -160,6 +183,12 @@ impl<B> Path<B> {
         self.counters.received += 1;
         self.counters.received_bytes += u64::from(len);
         self.counters.dropped_no_buffer += 1;
+    }
+
+    /// Counts `n` frames the kernel dropped before the emulator could read them.
+    pub fn kernel_drops(&mut self, n: u64) {
+        self.counters.received += n;
+        self.counters.dropped_kernel += n;
     }
 
     /// Counts a released frame the egress refused.
@@ -188,9 +217,7 @@ impl<B> Path<B> {
 
     /// Takes a frame past the loss model: into the bottleneck's queue, or straight to the
     /// delay line without a rate.
-    fn enter(&mut self, now: u64, frame: B, len: u32, band: u8) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
+    fn enter(&mut self, now: u64, frame: B, len: u32, band: u8, seq: u64) {
         if self.spec.rate_bps.is_none() {
             self.schedule(now, frame, len, seq);
             return;
@@ -203,6 +230,8 @@ impl<B> Path<B> {
         if over_bytes || over_frames {
             self.counters.dropped_queue += 1;
             self.freed.push(frame);
+            // One copy of a duplicated pair left: the other is a frame like any.
+            self.copies.remove(&seq);
             return;
         }
         let b = usize::from(band).min(self.bands.len() - 1);
@@ -305,12 +334,29 @@ impl<B> Path<B> {
     /// Every frame due by `now`, in the order due, into `out`; each release's lateness
     /// (`now` − its due time) is recorded.
     pub fn poll(&mut self, now: u64, out: &mut Vec<Release<B>>) {
+        out.extend(self.passing.drain(..).map(|(frame, len)| Release {
+            frame,
+            len,
+            due: now,
+        }));
         self.advance(now);
         while self.line.peek().is_some_and(|Reverse(d)| d.due <= now) {
             let Some(Reverse(d)) = self.line.pop() else {
                 break;
             };
-            if self.highest_released.is_some_and(|h| d.seq < h) {
+            // The second of a duplicated pair is no reordering (its number was seen).
+            let second = match self.copies.get_mut(&d.seq) {
+                Some(released) if *released => {
+                    self.copies.remove(&d.seq);
+                    true
+                }
+                Some(released) => {
+                    *released = true;
+                    false
+                }
+                None => false,
+            };
+            if !second && self.highest_released.is_some_and(|h| d.seq < h) {
                 self.counters.reordered += 1;
             }
             self.highest_released = Some(self.highest_released.map_or(d.seq, |h| h.max(d.seq)));
@@ -340,26 +386,50 @@ impl<B> Path<B> {
         self.counters
     }
 
-    /// The lateness so far.
+    /// The lateness since the start, or since the last [`reset_lateness`](Self::reset_lateness).
     pub fn lateness(&self) -> &LatenessHistogram {
         &self.lateness
     }
+
+    /// Starts a new lateness window (a lab does at each run).
+    pub fn reset_lateness(&mut self) {
+        self.lateness = LatenessHistogram::default();
+    }
+}
+
+/// The IP protocol of an Ethernet frame (IPv4's protocol, IPv6's next header), `None` for a
+/// frame that is not IP.
+pub fn protocol_of(frame: &[u8]) -> Option<u8> {
+    let (ethertype, ip) = ether(frame)?;
+    match ethertype {
+        0x0800 if frame.len() > ip + 9 => Some(frame[ip + 9]),
+        0x86DD if frame.len() > ip + 6 => Some(frame[ip + 6]),
+        _ => None,
+    }
+}
+
+/// The EtherType and where the IP header starts, past one 802.1Q tag.
+fn ether(frame: &[u8]) -> Option<(u16, usize)> {
+    if frame.len() < 14 {
+        return None;
+    }
+    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    if ethertype == 0x8100 && frame.len() >= 18 {
+        return Some((u16::from_be_bytes([frame[16], frame[17]]), 18));
+    }
+    Some((ethertype, 14))
 }
 
 /// The strict-priority band of an Ethernet frame: its DSCP class (the top 3 bits of the IPv4
 /// TOS or IPv6 traffic class: CS0 … CS7), at most `bands − 1`; 0 for a frame that is not IP
 /// (ARP) or too short to say.
 pub fn band_of(frame: &[u8], bands: u8) -> u8 {
-    if bands <= 1 || frame.len() < 16 {
+    if bands <= 1 {
         return 0;
     }
-    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    let mut ip = 14;
-    // One 802.1Q tag.
-    if ethertype == 0x8100 && frame.len() >= 20 {
-        ethertype = u16::from_be_bytes([frame[16], frame[17]]);
-        ip = 18;
-    }
+    let Some((ethertype, ip)) = ether(frame) else {
+        return 0;
+    };
     let tos = match ethertype {
         0x0800 if frame.len() > ip + 1 && frame[ip] >> 4 == 4 => frame[ip + 1],
         0x86DD if frame.len() > ip + 1 && frame[ip] >> 4 == 6 => {
@@ -376,6 +446,8 @@ mod tests {
     use crate::config::{Jitter, JitterDist};
 
     const MS: u64 = 1_000_000;
+    /// A copy's id: its original's plus this.
+    const COPY: u32 = 1_000_000;
 
     fn spec() -> DirectionSpec {
         DirectionSpec::default()
@@ -400,7 +472,7 @@ mod tests {
                 if t > next {
                     break;
                 }
-                p.arrive(t, id, len, band, |&id| Some(id + 1000));
+                p.arrive(t, id, len, band, |&id| Some(id + COPY));
                 i += 1;
             }
             p.poll(next, &mut out);
@@ -574,6 +646,39 @@ mod tests {
     }
 
     #[test]
+    fn the_second_copy_of_a_duplicate_is_never_counted_reordered() {
+        // Every frame duplicated, every frame skipping the delay half the time: copies are
+        // released apart, but only a first release can be a reordering (as a receiver that
+        // counts a datagram seen before as a duplicate, not a reordering, sees it).
+        let mut p = Path::new(
+            DirectionSpec {
+                delay_ns: 10 * MS,
+                duplicate: 1.0,
+                reorder: 0.5,
+                ..spec()
+            },
+            3,
+        );
+        let arrivals: Vec<_> = (0..2000).map(|i| (i as u64 * 100_000, i, 100, 0)).collect();
+        let got = drive(&mut p, &arrivals);
+        // What a receiver would count: the first arrival of each number below the highest.
+        let (mut seen, mut highest, mut reordered) = (std::collections::HashSet::new(), None, 0);
+        for (id, _, _) in &got {
+            let n = id % COPY;
+            if seen.insert(n) {
+                if highest.is_some_and(|h| n < h) {
+                    reordered += 1;
+                }
+                highest = Some(highest.map_or(n, |h: u32| h.max(n)));
+            }
+        }
+        assert!(reordered > 0);
+        assert_eq!(p.counters().reordered, reordered);
+        assert_eq!(p.counters().duplicated, 2000);
+        assert!(p.copies.is_empty(), "{} pairs left", p.copies.len());
+    }
+
+    #[test]
     fn gilbert_elliott_loses_in_bursts() {
         // Into the bad state 1% of frames, out 25%: bursts average 4 frames; in the bad state
         // everything is lost, in the good one nothing.
@@ -630,6 +735,46 @@ mod tests {
         assert!((39_900..=40_100).contains(&l.max_ns), "{l:?}");
         assert_eq!(p.next_event(), None);
         assert_eq!(p.held(), 0);
+    }
+
+    #[test]
+    fn frames_of_other_protocols_pass_at_once_and_apart() {
+        let mut p = Path::new(
+            DirectionSpec {
+                delay_ns: MS,
+                loss: Loss::Random { p: 1.0 },
+                protocol: Some(17),
+                ..spec()
+            },
+            1,
+        );
+        let mut udp = vec![0u8; 42];
+        udp[12..14].copy_from_slice(&[0x08, 0x00]);
+        udp[14] = 0x45;
+        udp[23] = 17;
+        let mut tcp = udp.clone();
+        tcp[23] = 6;
+        assert_eq!(protocol_of(&udp), Some(17));
+        assert_eq!(protocol_of(&tcp), Some(6));
+        assert_eq!(protocol_of(&[0u8; 20]), None);
+        assert!(p.emulates(Some(17)) && !p.emulates(Some(6)) && !p.emulates(None));
+        p.arrive(0, 1u32, 42, 0, |_| None);
+        p.bypass(2u32, 42);
+        let mut out = Vec::new();
+        p.poll(5, &mut out);
+        assert_eq!(
+            out,
+            [Release {
+                frame: 2,
+                len: 42,
+                due: 5
+            }]
+        );
+        let c = p.counters();
+        assert_eq!(
+            (c.received, c.dropped_loss, c.bypassed, c.released),
+            (1, 1, 1, 0)
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! quarter second and when the loop stops.
 
 use crate::config::Config;
-use crate::path::{band_of, Path, Release};
+use crate::path::{band_of, protocol_of, Path, Release};
 use crate::stats::{DirectionReport, Report};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -33,6 +33,8 @@ const REPORT_EVERY: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 struct Port {
     fd: OwnedFd,
+    /// The interface's `rx_dropped` counter file, and its value when last read.
+    rx_dropped: (PathBuf, u64),
 }
 
 fn last_error<T>(what: &str) -> io::Result<T> {
@@ -151,8 +153,45 @@ impl Port {
         if rc != 0 {
             return last_error(&format!("promiscuous mode on {name}"));
         }
-        Ok(Self { fd })
+        let rx_dropped = PathBuf::from(format!("/sys/class/net/{name}/statistics/rx_dropped"));
+        let now = read_u64(&rx_dropped);
+        Ok(Self {
+            fd,
+            rx_dropped: (rx_dropped, now),
+        })
     }
+
+    /// Frames the kernel dropped on their way to this port's socket since the last call:
+    /// the interface's receive drops (a full backlog) and the socket's (a full buffer).
+    fn kernel_drops(&mut self) -> u64 {
+        let mut st = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: reads into a tpacket_stats we own, with its size; the kernel resets them.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        let socket = if rc == 0 { u64::from(st.tp_drops) } else { 0 };
+        let now = read_u64(&self.rx_dropped.0);
+        let device = now.saturating_sub(self.rx_dropped.1);
+        self.rx_dropped.1 = now;
+        socket + device
+    }
+}
+
+fn read_u64(p: &std::path::Path) -> u64 {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Frame buffers, handed out by index, at most [`POOL_BYTES`] in all.
@@ -274,7 +313,12 @@ fn receive(
         let bands = path.bands();
         for k in 0..got {
             let len = (hdr[k].msg_len as usize).min(pool.size);
-            let band = band_of(&pool.bufs[idx[k] as usize][..len], bands);
+            let bytes = &pool.bufs[idx[k] as usize][..len];
+            if !path.emulates(protocol_of(bytes)) {
+                path.bypass(idx[k], len as u32);
+                continue;
+            }
+            let band = band_of(bytes, bands);
             let (bufs, free, size, most) = (&mut pool.bufs, &mut pool.free, pool.size, pool.most);
             path.arrive(now, idx[k], len as u32, band, |&src| {
                 let copy = free.pop().or_else(|| {
@@ -372,12 +416,18 @@ fn wait(ports: &[Port; 2], timeout_ns: u64) {
 }
 
 /// Runs the emulator described by `config` until `stop` is set, rewriting its report at
-/// `report` (atomically) as it goes.
-pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::Result<()> {
+/// `report` (atomically) as it goes; `window` set starts a new lateness window (and is
+/// cleared).
+pub fn run(
+    config: &Config,
+    stop: &AtomicBool,
+    window: &AtomicBool,
+    report: &std::path::Path,
+) -> io::Result<()> {
     config
         .check()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let ports = [Port::open(&config.ports[0])?, Port::open(&config.ports[1])?];
+    let mut ports = [Port::open(&config.ports[0])?, Port::open(&config.ports[1])?];
     // SAFETY: prctl with plain integer arguments; 1 ns of timer slack for this thread, so a
     // sleep ends when asked, not up to 50 µs later.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
@@ -385,7 +435,8 @@ pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::
         pin(cpu)?;
     }
     let realtime = config.realtime.then(realtime);
-    let rt = Realtime {
+    let mut rt = Realtime {
+        window_start: 0.0,
         on: matches!(realtime, Some(Ok(()))),
         refused: match realtime {
             Some(Err(e)) => Some(e.to_string()),
@@ -406,6 +457,11 @@ pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::
         if stop.load(Ordering::Relaxed) {
             break Ok(());
         }
+        if window.swap(false, Ordering::Relaxed) {
+            paths.iter_mut().for_each(Path::reset_lateness);
+            rt.window_start = epoch.elapsed().as_secs_f64();
+            write_report(report, config, &paths, epoch, &rt, true, None)?;
+        }
         // Receive: from port 0 into direction a→b, from port 1 into b→a.
         for d in 0..2 {
             if let Err(e) = receive(&ports[d], &mut pool, &mut paths[d], epoch) {
@@ -418,6 +474,10 @@ pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::
             send(&ports[1 - d], &mut pool, &mut paths[d], &mut due);
         }
         if last_report.elapsed() >= REPORT_EVERY {
+            for d in 0..2 {
+                let n = ports[d].kernel_drops();
+                paths[d].kernel_drops(n);
+            }
             write_report(report, config, &paths, epoch, &rt, true, None)?;
             last_report = Instant::now();
         }
@@ -428,6 +488,10 @@ pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::
         }
         // Within SPIN_NS of a release: loop again at once (receiving, then releasing).
     };
+    for d in 0..2 {
+        let n = ports[d].kernel_drops();
+        paths[d].kernel_drops(n);
+    }
     let error = result.as_ref().err().map(|e| e.to_string());
     write_report(report, config, &paths, epoch, &rt, false, error)?;
     result
@@ -438,6 +502,9 @@ pub fn run(config: &Config, stop: &AtomicBool, report: &std::path::Path) -> io::
 struct Realtime {
     on: bool,
     refused: Option<String>,
+    /// When the current lateness window started (not a real-time matter, but reported with
+    /// it).
+    window_start: f64,
 }
 
 /// Puts the calling thread under SCHED_FIFO, priority 50: a release waits for no ordinary
@@ -484,6 +551,8 @@ fn write_report(
     let r = Report {
         link: config.link.clone(),
         uptime_s: epoch.elapsed().as_secs_f64(),
+        pid: std::process::id(),
+        window_start_s: rt.window_start,
         directions: ["a-to-b", "b-to-a"]
             .iter()
             .zip(paths)

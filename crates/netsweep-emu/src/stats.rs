@@ -26,10 +26,15 @@ pub struct Counters {
     /// Dropped because the egress socket refused them (the peer port down, a full device
     /// queue).
     pub dropped_send: u64,
+    /// Dropped by the kernel before the emulator could read them (its port's receive
+    /// backlog or its socket's buffer full: the emulator fell behind).
+    pub dropped_kernel: u64,
     /// Extra copies made by the duplication model.
     pub duplicated: u64,
     /// Frames released after a frame that arrived later than they did.
     pub reordered: u64,
+    /// Frames of other protocols, passed at once (not in the counts above).
+    pub bypassed: u64,
 }
 
 /// The lateness of releases against their schedule, ns.
@@ -52,9 +57,9 @@ pub struct Lateness {
 pub struct DirectionReport {
     /// `a-to-b` or `b-to-a`.
     pub direction: String,
-    /// Its counts.
+    /// Its counts since the emulator started.
     pub counters: Counters,
-    /// How late its releases were.
+    /// How late its releases were, in the current window.
     pub lateness: Lateness,
 }
 
@@ -66,6 +71,10 @@ pub struct Report {
     pub link: String,
     /// Seconds since it started.
     pub uptime_s: f64,
+    /// Its process id (SIGUSR1 starts a new lateness window, SIGTERM stops it).
+    pub pid: u32,
+    /// When the current lateness window started, seconds since the emulator started.
+    pub window_start_s: f64,
     /// Both directions.
     pub directions: Vec<DirectionReport>,
     /// Still running (false in the report written as it stopped).
@@ -117,7 +126,11 @@ impl LatenessHistogram {
 impl Counters {
     /// Every frame dropped, whatever the cause.
     pub fn dropped(&self) -> u64 {
-        self.dropped_loss + self.dropped_queue + self.dropped_no_buffer + self.dropped_send
+        self.dropped_loss
+            + self.dropped_queue
+            + self.dropped_no_buffer
+            + self.dropped_send
+            + self.dropped_kernel
     }
 
     /// The counts since `before` (a later report minus an earlier one).
@@ -132,8 +145,10 @@ impl Counters {
             dropped_queue: d(self.dropped_queue, before.dropped_queue),
             dropped_no_buffer: d(self.dropped_no_buffer, before.dropped_no_buffer),
             dropped_send: d(self.dropped_send, before.dropped_send),
+            dropped_kernel: d(self.dropped_kernel, before.dropped_kernel),
             duplicated: d(self.duplicated, before.duplicated),
             reordered: d(self.reordered, before.reordered),
+            bypassed: d(self.bypassed, before.bypassed),
         }
     }
 }

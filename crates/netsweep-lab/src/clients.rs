@@ -134,7 +134,8 @@ pub(crate) fn one_run(
         }
     }
 
-    // Clients, all at once.
+    // Clients, all at once, within a window on the lab's path emulators.
+    let window = crate::emulation::Window::open(lab.layout());
     let started = Instant::now();
     let mut clients = Vec::new();
     for out in &mut outs {
@@ -203,8 +204,23 @@ pub(crate) fn one_run(
         std::thread::sleep(POLL);
     }
     stop(&mut server);
+    let (emulators, warnings) = window.close();
     for out in &mut outs {
-        out.results_written = out_dir.join(&out.results).exists();
+        let results = out_dir.join(&out.results);
+        out.results_written = results.exists();
+        if out.results_written && !window.is_empty() {
+            if let Err(e) = crate::emulation::record(&results, &emulators, &warnings) {
+                out.message = Some(format!("recording the path emulators' counters: {e}"));
+            }
+        }
+        if !warnings.is_empty() {
+            let w = warnings.join("; ");
+            out.message = Some(
+                out.message
+                    .take()
+                    .map_or(w.clone(), |m| format!("{m}; {w}")),
+            );
+        }
     }
     outs
 }
