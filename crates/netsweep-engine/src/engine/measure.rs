@@ -104,6 +104,7 @@ impl<'a> Measurer<'a> {
         // Background load starts before the trial is armed and stops after its report.
         self.bg.start_trial()?;
         self.pattern.arm(trial);
+        let asked = Instant::now();
         match self.ctl.request(
             ClientMsg::TrialStart {
                 trial,
@@ -115,6 +116,7 @@ impl<'a> Measurer<'a> {
             ServerMsg::Ready { .. } => {}
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         }
+        let control_rtt_ns = asked.elapsed().as_nanos() as u64;
         let meter = TrialMeter::start(self.pattern.stats());
         let t0 = Instant::now();
         let body_result = self.pattern.run_trial(trial, spec);
@@ -158,6 +160,7 @@ impl<'a> Measurer<'a> {
             client,
             server,
             wall_ns,
+            control_rtt_ns,
         })
     }
 

@@ -219,6 +219,10 @@ pub struct TrialOutcome {
     pub server: SideCounters,
     /// Wall time of the client's loop, nanoseconds.
     pub wall_ns: u64,
+    /// The round trip of the trial's start on the control connection (`trial_start` to
+    /// `ready`, before any data), nanoseconds: the path's idle round trip, and the server's
+    /// arming.
+    pub control_rtt_ns: u64,
 }
 
 /// The client's side of a pattern for one session. The engine calls, per point:
