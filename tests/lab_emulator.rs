@@ -469,3 +469,49 @@ fn tcp_across_40_ms_and_100_mbit_moves_the_rate_after_headers() {
         p["notes"]
     );
 }
+
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn netem_and_the_emulator_agree_where_the_kernel_has_netem() {
+    let _l = lab_test("netem_and_the_emulator_agree_where_the_kernel_has_netem");
+    if !netsweep_lab::emulation::netem_available() {
+        eprintln!(
+            "SKIPPED: this kernel has no netem (sch_netem): there is nothing to compare the \
+             emulator with; a lab with engine = \"auto\" uses netsweep's emulator here"
+        );
+        return;
+    }
+    let rtt = |engine: &str| {
+        let lab = lab(
+            &format!("emu-{engine}"),
+            "",
+            &format!("delay = \"10ms\"\nengine = \"{engine}\""),
+        );
+        let v = run_in(
+            &lab,
+            &format!("emu-{engine}"),
+            &[
+                &server_addr(&lab, 0),
+                "-t",
+                "udp",
+                "-p",
+                "pingpong",
+                "--sizes",
+                "64",
+                "--trial-time",
+                "400ms",
+            ],
+        );
+        v["points"][0]["latency"]["rtt_ns"]["p50"].as_f64().unwrap()
+    };
+    let (netem, ours) = (rtt("netem"), rtt("netsweep"));
+    eprintln!(
+        "RTT p50: netem {:.3} ms, netsweep's emulator {:.3} ms",
+        netem / 1e6,
+        ours / 1e6
+    );
+    assert!(
+        (netem - ours).abs() <= 0.01 * 20e6 + 300e3,
+        "{netem} vs {ours}"
+    );
+}
