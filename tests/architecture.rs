@@ -55,7 +55,7 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("netsweep-report", &["netsweep-model", "netsweep-proto"]),
-    ("netsweep-lab", &["netsweep-tool"]),
+    ("netsweep-lab", &["netsweep-model", "netsweep-tool"]),
     ("netsweep-iperf3", &[]),
 ];
 

@@ -103,6 +103,22 @@ pub struct ClaimExpr {
     pub test: Test,
 }
 
+/// A claim of a scenario: the check, and the words beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The check as written.
+    pub check: String,
+    /// The scenario's words for it (prose: no measured number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub says: Option<String>,
+    /// The seed's own words, quoted as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// The check, parsed.
+    #[serde(skip)]
+    pub expr: Option<ClaimExpr>,
+}
+
 /// A figure reference resolved to a cell.
 #[derive(Debug, Clone)]
 pub struct Resolved {

@@ -7,6 +7,7 @@
 pub mod arithmetic;
 pub mod claim;
 pub mod design;
+pub mod figure;
 pub mod metric;
 pub mod observe;
 pub mod prose;
@@ -14,8 +15,9 @@ pub mod resolve;
 pub mod spread;
 pub mod verdict;
 
-pub use claim::{ClaimExpr, FigureRef};
+pub use claim::{Claim, ClaimExpr, FigureRef};
 pub use design::{Cell, Design, Factor, FactorKind, Level, Order};
+pub use figure::FigureSpec;
 pub use metric::{Metric, MetricUnit};
 pub use observe::{Effect, Observations};
 pub use spread::Spread;
