@@ -73,11 +73,12 @@ pub fn goodput_limit(rate_bps: f64, mtu: u32, spec: &RunSpec, size: u64) -> Opti
     Some(rate_bps / 1e6 * size.max(1) as f64 / bytes as f64)
 }
 
-/// The least round trip a shaped link allows a pingpong of `size`: the request and the
-/// response each serialised at `rate_bps`, ns.
+/// The least round trip a link shaped to `rate_bps` (each way) sustains for a pingpong of
+/// `size`, ns: each direction's token bucket must earn one message's frames per round trip,
+/// and the two refill at once, so a round trip takes at least one message's wire time.
 pub fn shaper_rtt_ns(rate_bps: f64, mtu: u32, spec: &RunSpec, size: u64) -> Option<f64> {
     let (bytes, _) = wire(spec.transport, spec.family, mtu, size)?;
-    Some(2.0 * bytes as f64 * 8.0 / rate_bps * 1e9)
+    Some(bytes as f64 * 8.0 / rate_bps * 1e9)
 }
 
 /// Payload bytes of one round trip (request and response) of a pingpong point.
@@ -219,11 +220,12 @@ mod tests {
     }
 
     #[test]
-    fn a_pingpong_of_1000_bytes_at_100_mbit_needs_170_microseconds() {
-        // Seed 002's audit: one 1066-byte frame each way per round trip.
+    fn a_pingpong_of_1000_bytes_at_100_mbit_needs_85_microseconds() {
+        // Seed 002's audit: one 1066-byte frame each way per round trip, both buckets
+        // refilling at once.
         let tcp = spec(Transport::Tcp, Pattern::Pingpong);
         let rtt = shaper_rtt_ns(100e6, 1500, &tcp, 1000).unwrap();
-        assert!((rtt - 170_560.0).abs() < 1.0, "{rtt}");
+        assert!((rtt - 85_280.0).abs() < 1.0, "{rtt}");
         assert_eq!(bytes_per_round_trip(1000), 2000);
         let f = frames_per_sec(&tcp, 1500, 1000, 8.0).unwrap();
         assert!((f - 1000.0).abs() < 1e-9, "{f}");

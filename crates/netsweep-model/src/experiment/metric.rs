@@ -284,7 +284,7 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         name: "shaper_rtt",
-        label: "the round trip the link's rate allows",
+        label: "the least round trip the link's rate sustains",
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
