@@ -335,3 +335,7 @@ fn against_size(
     c.y.scale = Scale::fit(ys(&c), log_y, !log_y);
     c
 }
+
+#[cfg(test)]
+#[path = "figures_tests.rs"]
+mod tests;
