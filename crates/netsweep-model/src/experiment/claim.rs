@@ -11,7 +11,7 @@
 //! claim    := side (">" | "<" | ">=" | "<=") side
 //!           | side "in" quantity ".." quantity
 //!           | side "within" number "%" "of" side
-//! side     := [number ("*" | "×")] operand ["/" operand]
+//! side     := [number ("*" | "×")] operand ["/" operand] [("+" | "-") quantity]
 //! operand  := figure ["[" key "=" value ("," key "=" value)* "]"] | quantity
 //! quantity := number [unit]        unit: ns us µs ms s · kbit mbit gbit (per second) · %
 //! ```
@@ -47,7 +47,7 @@ pub enum Operand {
     },
 }
 
-/// `times × num ÷ den`.
+/// `times × num ÷ den + plus`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Side {
     /// The factor in front (1 when none).
@@ -56,6 +56,9 @@ pub struct Side {
     pub num: Operand,
     /// The denominator, when the side is a ratio.
     pub den: Option<Operand>,
+    /// A number added (`+ 100us`) or taken away (`- 100us`), in the base unit.
+    #[serde(default)]
+    pub plus: f64,
 }
 
 /// A comparison.
@@ -384,7 +387,27 @@ impl P {
         } else {
             None
         };
-        Ok(Side { times, num, den })
+        let sign = if self.eat("+") {
+            1.0
+        } else if self.eat("-") || self.eat("−") {
+            -1.0
+        } else {
+            return Ok(Side {
+                times,
+                num,
+                den,
+                plus: 0.0,
+            });
+        };
+        let Some((v, _)) = self.quantity() else {
+            return self.err("expected a number after '+' or '-', e.g. + 100us");
+        };
+        Ok(Side {
+            times,
+            num,
+            den,
+            plus: sign * v,
+        })
     }
 }
 

@@ -95,6 +95,11 @@ fn parses_the_three_forms() {
             unit: Some(MetricUnit::Nanos)
         }
     );
+    let c = parse("rtt_p50[band=1, load=idle] < rtt_p50[band=0, load=idle] + 0.1ms").unwrap();
+    let Test::Compare(Cmp::Lt, s) = &c.test else {
+        panic!()
+    };
+    assert_eq!(s.plus, 1e5);
     let c = parse("rtt_p50[band=\"band 1\", load=idle] × 2 >= rtt_p50[band=0, load=idle]");
     assert!(c.is_err(), "the factor goes in front: {c:?}");
 }

@@ -71,9 +71,16 @@ fn numbers(text: &str) -> Vec<(String, usize)> {
         let mut n = String::new();
         while i < c.len() {
             let ch = c[i].1;
-            let sep = matches!(ch, '.' | ',')
-                && c.get(i + 1).is_some_and(|(_, d)| d.is_ascii_digit())
-                && !n.is_empty();
+            // '.' before a digit is a decimal point; ',' a thousands separator only before
+            // exactly three digits ("1,000"; "1000,1472" is a list).
+            let three = (1..=3).all(|k| c.get(i + k).is_some_and(|(_, d)| d.is_ascii_digit()))
+                && !c.get(i + 4).is_some_and(|(_, d)| d.is_ascii_digit());
+            let sep = !n.is_empty()
+                && match ch {
+                    '.' => c.get(i + 1).is_some_and(|(_, d)| d.is_ascii_digit()),
+                    ',' => three,
+                    _ => false,
+                };
             if ch.is_ascii_digit() {
                 n.push(ch);
             } else if sep {
@@ -125,8 +132,9 @@ pub fn check(field: &str, text: &str, configured: &[String]) -> Result<(), Strin
         let stop = (stop..=text.len())
             .find(|&i| text.is_char_boundary(i))
             .unwrap_or(text.len());
+        let _ = field;
         return Err(format!(
-            "{field}: \"…{}…\" quotes a measured number ({n} {unit} is set nowhere in the scenario): \
+            "\"…{}…\" quotes a measured number ({n} {unit} is set nowhere in the scenario): \
              a page's numbers come from its results — state it as a claim (check = \"…\") or leave the number out",
             text[start..stop].trim()
         ));
@@ -142,6 +150,10 @@ mod tests {
     fn measured_numbers_are_refused_and_configured_ones_kept() {
         let conf = configured_numbers(["100mbit", "--sizes", "1000", "64k"]);
         assert_eq!(conf, ["100", "1000", "64"]);
+        assert_eq!(
+            configured_numbers(["1472,8972,65507"]),
+            ["1472", "65507", "8972"]
+        );
         assert!(check(
             "description",
             "1000-byte round trips on a 100 Mbit/s link",

@@ -96,6 +96,7 @@ pub fn resolve(
     let key = |r: &Resolved| (r.cell, r.metric.name, r.size);
     let same_side = |a: &Side, b: &Side, ra: &[Resolved], rb: &[Resolved]| {
         a.times == b.times
+            && a.plus == b.plus
             && ra.len() == rb.len()
             && ra.iter().zip(rb).all(|(x, y)| key(x) == key(y))
             && a.den.is_some() == b.den.is_some()

@@ -85,8 +85,8 @@ fn side_value(
     let num = get(&side.num);
     let den = side.den.as_ref().map(&mut get);
     let v = match (num, den) {
-        (Some(n), None) => Some(side.times * n),
-        (Some(n), Some(Some(d))) if d != 0.0 => Some(side.times * n / d),
+        (Some(n), None) => Some(side.times * n + side.plus),
+        (Some(n), Some(Some(d))) if d != 0.0 => Some(side.times * n / d + side.plus),
         _ => None,
     };
     (v, used)
