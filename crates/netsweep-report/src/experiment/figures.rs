@@ -47,8 +47,27 @@ struct Panel {
 fn panels_of(spec: &FigureSpec, design: &Design) -> Vec<Panel> {
     let on_axis = |name: &str| name == spec.x || spec.series.as_deref() == Some(name);
     let mut out: Vec<Panel> = Vec::new();
-    let several_runs = design.cells.iter().any(|c| c.run != design.cells[0].run);
-    for (ci, c) in design.cells.iter().enumerate() {
+    // Only cells that have a level of every factor the figure names.
+    let named: Vec<usize> = [
+        Some(spec.x.as_str()),
+        spec.series.as_deref(),
+        spec.panels.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|n| design.factor(n))
+    .collect();
+    let cells: Vec<(usize, &netsweep_model::experiment::Cell)> = design
+        .cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| named.iter().all(|&f| c.level_of(f).is_some()))
+        .collect();
+    if cells.is_empty() {
+        return out;
+    }
+    let several_runs = cells.iter().any(|(_, c)| c.run != cells[0].1.run);
+    for (ci, c) in cells {
         let mut key: Vec<String> = Vec::new();
         if several_runs {
             key.push(c.run.clone());
@@ -115,6 +134,10 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
                 ),
                 (false, _) => panel.title.clone(),
             };
+            // A level keeps its colour in every panel.
+            for s in &mut chart.series {
+                s.color += k * MAX_SERIES;
+            }
             chart.legend_title = series_f
                 .map(|f| format!("{}:", design.factors[f].label))
                 .unwrap_or_default();
@@ -125,6 +148,15 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     }
     if charts.is_empty() {
         return None;
+    }
+    // Small multiples share the value axis, so heights compare across panels.
+    if charts.len() > 1 {
+        let all: Vec<f64> = charts.iter().flat_map(ys).collect();
+        let log_y = spec.log_y.unwrap_or(false);
+        let scale = Scale::fit(all, log_y, !log_y);
+        for c in &mut charts {
+            c.y.scale = scale;
+        }
     }
     let reps = obs.repeat();
     let subtitle = if reps > 1 {
