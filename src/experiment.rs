@@ -41,12 +41,12 @@ pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
     }
     for (i, f) in s.figures.iter().enumerate() {
         if let Some(m) = metric::metric(&f.y) {
-            if let Some(bad) = facts.iter().find(|x| !m.measured_by(x.pattern)) {
+            if !facts.iter().any(|x| m.measured_by(x.pattern)) {
                 return Err(format!(
-                    "figure[{i}] ({}): {} pattern does not measure {}: pick a figure it measures",
+                    "figure[{i}] ({}): no cell's pattern measures {} (only {} does): pick a figure the cells measure",
                     f.id,
-                    bad.pattern.name(),
-                    f.y
+                    f.y,
+                    m.pattern_list()
                 ));
             }
         }

@@ -30,7 +30,7 @@ fn check_accepts_the_worked_example() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        out.contains("with 25 runs is valid: 5 cells × 5 repetitions, 2 claims"),
+        out.contains("with 25 runs is valid: 5 cells × 5 repetitions, 3 claims"),
         "{out}"
     );
 }
@@ -110,7 +110,7 @@ fn a_short_run_checks_its_claims_and_writes_its_page_from_the_results() {
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
     let v = index["verdicts"].as_array().unwrap();
-    assert_eq!(v[1]["outcome"], "fails", "{stdout}");
+    assert_eq!(v[2]["outcome"], "fails", "{stdout}");
     assert_eq!(index["runs"].as_array().unwrap().len(), 15);
     // Interleaved: the first round holds every cell once, in order.
     let cells: Vec<u64> = index["runs"].as_array().unwrap()[..5]
