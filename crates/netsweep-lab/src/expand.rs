@@ -160,3 +160,34 @@ pub(crate) fn runs(
     }
     Ok((out, topologies))
 }
+
+/// A run's `via`: a link or tunnel that ends at the server.
+pub(crate) fn check_via(topology: &Topology, n: &str, server: &str) -> Result<String, String> {
+    let link = topology
+        .links
+        .iter()
+        .find(|l| l.name == n)
+        .map(|l| (&l.a, &l.b));
+    let tunnel = topology
+        .tunnels
+        .iter()
+        .find(|t| t.name == n)
+        .map(|t| (&t.a, &t.b));
+    match link.or(tunnel) {
+        None => {
+            let all = topology
+                .links
+                .iter()
+                .map(|l| l.name.as_str())
+                .chain(topology.tunnels.iter().map(|t| t.name.as_str()));
+            Err(format!(
+                "no link or tunnel called \"{n}\": the topology has {}",
+                netsweep_model::experiment::design::quoted(all)
+            ))
+        }
+        Some((a, b)) if a != server && b != server => Err(format!(
+            "\"{n}\" does not reach the server \"{server}\": pick a link or tunnel that ends at it"
+        )),
+        Some(_) => Ok(n.to_string()),
+    }
+}

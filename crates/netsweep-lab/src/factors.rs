@@ -369,6 +369,19 @@ pub(crate) fn variant(
     })
 }
 
+/// The topology as a TOML table: the file's, or the scenario's `[topology]`.
+pub(crate) fn topology_table(text: &str, file_text: Option<&str>) -> Option<toml::Table> {
+    match file_text {
+        Some(t) => t.parse::<toml::Table>().ok(),
+        None => text
+            .parse::<toml::Table>()
+            .ok()?
+            .remove("topology")?
+            .as_table()
+            .cloned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

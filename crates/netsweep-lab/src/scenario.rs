@@ -398,7 +398,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         let via = match &rr.via {
             None => None,
             Some(v) => Some(
-                check_via(&topology, v.get_ref(), &server)
+                crate::expand::check_via(&topology, v.get_ref(), &server)
                     .map_err(|m| err(format!("{p}.via"), start(v), m))?,
             ),
         };
@@ -450,6 +450,27 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             combinations,
         });
     }
+    // The grid's size before building it: a file may not ask for more cells than it may run.
+    let planned = templates.iter().fold(0usize, |acc, t| {
+        let n = match &t.combinations {
+            Some(c) => c.len(),
+            None => t
+                .factors
+                .iter()
+                .fold(1usize, |p, &f| p.saturating_mul(factors[f].levels.len())),
+        };
+        acc.saturating_add(n)
+    });
+    if planned.saturating_mul(repeat as usize) > MAX_RUNS {
+        return Err(SpecError::new(
+            "factor",
+            format!(
+                "{planned} cells × {repeat} repetitions is more than {MAX_RUNS} runs: list fewer combinations or levels"
+            ),
+        )
+        .in_file(file)
+        .into());
+    }
     let cells = expand::cells(&templates, &factors);
     let design = Design {
         factors,
@@ -457,18 +478,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         repeat,
         order,
     };
-    if design.cells.len() * repeat as usize > MAX_RUNS {
-        return Err(SpecError::new(
-            "repeat",
-            format!(
-                "{} cells × {repeat} repetitions is more than {MAX_RUNS} runs: list fewer combinations or levels",
-                design.cells.len()
-            ),
-        )
-        .in_file(file)
-        .into());
-    }
-    let table = topology_table(text, topology_text.as_deref());
+    let table = crate::factors::topology_table(text, topology_text.as_deref());
     let (runs, topologies) = expand::runs(
         &design,
         &templates,
@@ -545,50 +555,6 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         figures,
         text: text.to_string(),
     })
-}
-
-/// The topology as a TOML table: the file's, or the scenario's `[topology]`.
-fn topology_table(text: &str, file_text: Option<&str>) -> Option<toml::Table> {
-    match file_text {
-        Some(t) => t.parse::<toml::Table>().ok(),
-        None => text
-            .parse::<toml::Table>()
-            .ok()?
-            .remove("topology")?
-            .as_table()
-            .cloned(),
-    }
-}
-
-/// A run's `via`: a link or tunnel that ends at the server.
-fn check_via(topology: &Topology, n: &str, server: &str) -> Result<String, String> {
-    let link = topology
-        .links
-        .iter()
-        .find(|l| l.name == n)
-        .map(|l| (&l.a, &l.b));
-    let tunnel = topology
-        .tunnels
-        .iter()
-        .find(|t| t.name == n)
-        .map(|t| (&t.a, &t.b));
-    match link.or(tunnel) {
-        None => {
-            let all = topology
-                .links
-                .iter()
-                .map(|l| l.name.as_str())
-                .chain(topology.tunnels.iter().map(|t| t.name.as_str()));
-            Err(format!(
-                "no link or tunnel called \"{n}\": the topology has {}",
-                netsweep_model::experiment::design::quoted(all)
-            ))
-        }
-        Some((a, b)) if a != server && b != server => Err(format!(
-            "\"{n}\" does not reach the server \"{server}\": pick a link or tunnel that ends at it"
-        )),
-        Some(_) => Ok(n.to_string()),
-    }
 }
 
 #[cfg(test)]

@@ -395,3 +395,15 @@ fn a_lab_factor_builds_one_lab_per_level_and_clients_and_via_factors_apply() {
     ));
     assert!(e.message.contains("no link called \"nowhere\""), "{e}");
 }
+
+#[test]
+fn a_grid_too_large_to_run_is_refused_before_it_is_built() {
+    let mut text = BANDS.replace("repeat = 3", "repeat = 1000");
+    for i in 0..8 {
+        text.push_str(&format!(
+            "\n[[factor]]\nname = \"f{i}\"\narg = \"--x{i}\"\nlevels = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        ));
+    }
+    let e = err(&text);
+    assert!(e.message.contains("more than 10000 runs"), "{e}");
+}
