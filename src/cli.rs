@@ -9,6 +9,8 @@ use netsweep_engine::auth::AuthKey;
 use netsweep_model::background::BackgroundSpec;
 use std::time::Duration;
 
+pub use crate::cli_lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
+
 /// Default TCP port of `netsweep serve`'s control connection.
 pub const DEFAULT_PORT: u16 = 7200;
 
@@ -530,80 +532,6 @@ pub struct ReportArgs {
     /// Write every plot as PNG into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub png: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct LabArgs {
-    #[command(subcommand)]
-    pub command: LabCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum LabCommand {
-    /// Build the testbed a topology (or scenario) file describes and leave it up.
-    Up {
-        /// Topology TOML, or a scenario file (its [topology] is used).
-        file: String,
-        /// Run id naming the lab's objects (nsw-<id>-…); default: a fresh one.
-        #[arg(long)]
-        id: Option<String>,
-    },
-    /// Tear a lab down (the only one up, or the one with this id).
-    Down {
-        /// Run id (see `netsweep lab show`).
-        id: Option<String>,
-    },
-    /// Show the labs that are up: hosts, interfaces, addresses, MTUs, shapers.
-    Show,
-    /// Run a command inside a lab host's namespace: `netsweep lab exec client -- ping 198.18.0.2`.
-    Exec {
-        /// Host name from the topology.
-        host: String,
-        /// Run id when several labs are up.
-        #[arg(long)]
-        id: Option<String>,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        argv: Vec<String>,
-    },
-    /// Remove everything named nsw-… that a crash left: namespaces, links, nft tables, state files.
-    Clean,
-    /// The path emulator of one lab link (started by `lab up` inside the link's emulator
-    /// namespace; not for direct use): carries frames between two ports per CONFIG, rewriting
-    /// its counters to REPORT, until SIGTERM.
-    #[command(hide = true)]
-    Emulate {
-        /// The emulator's configuration (JSON, written by the lab).
-        #[arg(long)]
-        config: String,
-        /// Where its counters are written (JSON, rewritten every 250 ms).
-        #[arg(long)]
-        report: String,
-    },
-}
-
-#[derive(Debug, Args)]
-pub struct ScenarioArgs {
-    #[command(subcommand)]
-    pub command: ScenarioCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ScenarioCommand {
-    /// Bring the lab up, run every run with `netsweep serve` in the server's namespace, save
-    /// each results file and an index, and tear the lab down (also on failure and Ctrl-C).
-    Run {
-        /// Scenario TOML.
-        file: String,
-        /// Output directory (default: netsweep-results/<timestamp>-<scenario name>).
-        #[arg(short, long)]
-        output: Option<String>,
-    },
-    /// Check a scenario file without running it.
-    Check {
-        /// Scenario TOML.
-        file: String,
-    },
 }
 
 #[derive(Debug, Args)]

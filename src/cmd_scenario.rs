@@ -1,10 +1,13 @@
-//! `netsweep scenario`: run an experiment file across its lab, then summarise each run.
+//! `netsweep scenario`: check an experiment file, run it across its lab (every cell's
+//! repetitions interleaved), then summarise each run, evaluate the claims and write the page;
+//! `scenario page` rewrites a results directory's page, figures and verdicts.
 
 use crate::atomic_file::write_atomic;
 use crate::cli::{ScenarioArgs, ScenarioCommand};
 use crate::cmd_lab::lab_failure;
 use netsweep_lab::runner::ScenarioRunOutcome;
 use netsweep_lab::{preflight, run_scenario, Progress, Scenario};
+use netsweep_model::experiment::Outcome;
 use netsweep_model::results;
 use netsweep_model::time;
 use netsweep_report::units;
@@ -18,28 +21,125 @@ pub fn main(a: ScenarioArgs) -> ExitCode {
     match a.command {
         ScenarioCommand::Check { file } => match Scenario::load(Path::new(&file)) {
             Ok(s) => {
-                // Each run's arguments must be a valid `netsweep run` too.
-                for r in &s.runs {
-                    if let Err(e) = check_args(&r.args) {
-                        return crate::usage_error(format!("{file}: run {:?}: {e}", r.name));
-                    }
+                // Each run's arguments must be a valid `netsweep run` too, and every claim
+                // must resolve to a size and a figure its cells measure.
+                if let Err(e) = crate::experiment::cell_facts(&s)
+                    .and_then(|f| crate::experiment::check_claims(&s, &f))
+                {
+                    return crate::usage_error(format!("{file}: {e}"));
                 }
                 crate::signal::quiet_broken_pipe();
                 println!(
-                    "{file}: scenario {:?} with {} runs is valid",
+                    "{file}: scenario {:?} with {} runs is valid: {} cells × {} repetitions, {} claims, {} figures",
                     s.name,
-                    s.runs.len()
+                    s.runs.len(),
+                    s.design.cells.len(),
+                    s.design.repeat,
+                    s.claims.len(),
+                    s.figures.len()
                 );
                 ExitCode::SUCCESS
             }
             Err(e) => lab_failure(&e),
         },
-        ScenarioCommand::Run { file, output } => run(&file, output),
+        ScenarioCommand::Run {
+            file,
+            output,
+            check,
+        } => run(&file, output, check),
+        ScenarioCommand::Page { dir, check } => page(&dir, check),
     }
 }
 
+/// `scenario page DIR`: the page, figures and verdicts again, from DIR's results.
+fn page(dir: &str, check: bool) -> ExitCode {
+    let d = Path::new(dir);
+    let scenario = match Scenario::load(&d.join("scenario.toml")) {
+        Ok(s) => s,
+        Err(e) => {
+            return crate::usage_error(format!(
+                "{dir} holds no readable scenario.toml ({e}): give a directory `netsweep scenario run` wrote"
+            ))
+        }
+    };
+    let failures = failures_in_index(d);
+    let written = match crate::experiment::write_page(d, &scenario, &failures) {
+        Ok(w) => w,
+        Err(e) => return crate::failure(e),
+    };
+    // The index's verdicts follow the page.
+    let index = d.join("index.json");
+    if let Some(mut v) = std::fs::read_to_string(&index)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    {
+        v["verdicts"] = serde_json::to_value(&written.verdicts).unwrap_or_default();
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+        if let Err(e) = write_atomic(&index, &text) {
+            return crate::failure(format!("cannot write {}: {e}", index.display()));
+        }
+    }
+    crate::signal::quiet_broken_pipe();
+    print_written(&written);
+    if check && written.verdicts.iter().any(|v| v.outcome == Outcome::Fails) {
+        return ExitCode::from(crate::EXIT_FAILURE);
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs that did not succeed, from a results directory's index: (name, status: message).
+fn failures_in_index(dir: &Path) -> Vec<(String, String)> {
+    let Some(v) = std::fs::read_to_string(dir.join("index.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+    else {
+        return Vec::new();
+    };
+    v["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["status"] != "ok")
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or("?").to_string(),
+                format!(
+                    "{}: {}",
+                    r["status"].as_str().unwrap_or("?"),
+                    r["message"].as_str().unwrap_or("")
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The cells, the verdicts and the files, for the terminal.
+fn print_written(w: &crate::experiment::Written) {
+    if !w.cells.is_empty() {
+        println!("\ncells (over their repetitions):");
+        for c in &w.cells {
+            println!("  {c}");
+        }
+    }
+    if !w.verdicts.is_empty() {
+        println!("\nclaims:");
+        for (i, v) in w.verdicts.iter().enumerate() {
+            println!("  {}. {:<9} {}", i + 1, v.outcome.name(), v.check);
+            if let Some(s) = &v.says {
+                println!("     {s}");
+            }
+            println!("     {}", v.reason);
+        }
+    }
+    println!(
+        "\npage: {} ({} figure files)",
+        w.page.display(),
+        w.figures.len()
+    );
+}
+
 /// Parses a run's arguments as `netsweep run` would and builds its spec.
-fn check_args(args: &[String]) -> Result<(), String> {
+pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, String> {
     use clap::Parser;
     let argv = ["netsweep", "run", "127.0.0.1"]
         .into_iter()
@@ -62,21 +162,21 @@ fn check_args(args: &[String]) -> Result<(), String> {
             } else {
                 netsweep_model::spec::Family::Ipv4
             };
-            crate::cmd_run::build_spec(&a, family).map(|_| ())
+            crate::cmd_run::build_spec(&a, family)
         }
         _ => Err("not a run".into()),
     }
 }
 
-fn run(file: &str, output: Option<String>) -> ExitCode {
+fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
     let scenario = match Scenario::load(Path::new(file)) {
         Ok(s) => s,
         Err(e) => return lab_failure(&e),
     };
-    for r in &scenario.runs {
-        if let Err(e) = check_args(&r.args) {
-            return crate::usage_error(format!("{file}: run {:?}: {e}", r.name));
-        }
+    if let Err(e) = crate::experiment::cell_facts(&scenario)
+        .and_then(|f| crate::experiment::check_claims(&scenario, &f))
+    {
+        return crate::usage_error(format!("{file}: {e}"));
     }
     if let Err(e) = preflight() {
         return lab_failure(&e);
@@ -92,6 +192,13 @@ fn run(file: &str, output: Option<String>) -> ExitCode {
             scenario.name
         )
     }));
+    // The scenario beside its results, so the page can be written again from them alone.
+    if std::fs::create_dir_all(&out).is_ok() {
+        let kept = out.join("scenario.toml");
+        if let Err(e) = write_atomic(&kept, &scenario.self_contained()) {
+            return crate::failure(format!("cannot write {}: {e}", kept.display()));
+        }
+    }
     let mut bar = crate::progress::ProgressLine::new(std::io::stderr().is_terminal());
     let outcome = run_scenario(&scenario, &exe, &out, |p| match p {
         Progress::LabUp(layout) => eprintln!("{layout}"),
@@ -134,7 +241,7 @@ fn run(file: &str, output: Option<String>) -> ExitCode {
         }
     });
     bar.clear();
-    let outcome = match outcome {
+    let mut outcome = match outcome {
         Ok(o) => o,
         Err(e) => return lab_failure(&e),
     };
@@ -155,6 +262,30 @@ fn run(file: &str, output: Option<String>) -> ExitCode {
         println!("\n{}", c.title.as_deref().unwrap_or("comparison"));
         println!("{}", side_by_side(&out, &c.runs, &outcome.runs));
     }
+    // The claims on the results, the figures of the factors and the page, together.
+    let failures: Vec<(String, String)> = outcome
+        .runs
+        .iter()
+        .filter(|r| r.status != netsweep_lab::ScenarioRunStatus::Ok)
+        .map(|r| {
+            (
+                r.name.clone(),
+                format!("{:?}: {}", r.status, r.message.as_deref().unwrap_or("")),
+            )
+        })
+        .collect();
+    let written = crate::experiment::write_page(&out, &scenario, &failures);
+    match &written {
+        Ok(w) => {
+            outcome.verdicts = w.verdicts.clone();
+            if let Err(e) = outcome.write_index() {
+                eprintln!("netsweep: {e}");
+                return ExitCode::from(crate::EXIT_FAILURE);
+            }
+            print_written(w);
+        }
+        Err(e) => eprintln!("netsweep: the page could not be written: {e}"),
+    }
     println!("index: {}", outcome.index_path().display());
     match visuals {
         Ok(Some(html)) => println!("report: {}", html.display()),
@@ -164,7 +295,11 @@ fn run(file: &str, output: Option<String>) -> ExitCode {
             return ExitCode::from(crate::EXIT_FAILURE);
         }
     }
-    ExitCode::from(outcome.exit_code().clamp(0, 255) as u8)
+    let code = outcome.exit_code();
+    if code == 0 && (written.is_err() || (check && outcome.a_claim_fails())) {
+        return ExitCode::from(crate::EXIT_FAILURE);
+    }
+    ExitCode::from(code.clamp(0, 255) as u8)
 }
 
 /// Writes `report.html` (every run overlaid) and `plots/*.svg` into the scenario's output

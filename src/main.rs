@@ -3,6 +3,7 @@
 
 mod atomic_file;
 mod cli;
+mod cli_lab;
 mod cmd_compare;
 mod cmd_docs;
 mod cmd_lab;
@@ -13,6 +14,7 @@ mod cmd_run;
 mod cmd_scenario;
 mod cmd_serve;
 mod colour;
+mod experiment;
 mod iperf3_run;
 mod mpi_run;
 mod output_path;

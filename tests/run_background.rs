@@ -162,26 +162,32 @@ fn the_seed_002_scenario_checks_and_loads_every_band_under_load() {
     let o = run(&["scenario", "check", file]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(out.contains("with 9 runs is valid"), "{out}");
+    assert!(
+        out.contains("with 55 runs is valid: 11 cells × 5 repetitions"),
+        "{out}"
+    );
     let s = netsweep_lab::Scenario::load(std::path::Path::new(file)).unwrap();
     let loaded: Vec<&str> = s
         .runs
         .iter()
-        .filter(|r| r.args.iter().any(|a| a == "--background"))
+        .filter(|r| r.repetition == 1 && r.args.iter().any(|a| a == "--background"))
         .map(|r| r.name.as_str())
         .collect();
     assert_eq!(
         loaded,
         [
-            "band-1-loaded",
-            "band-2-loaded",
-            "band-6-loaded",
-            "band-0-loaded"
+            "rtt-band1-loaded-r1",
+            "rtt-band2-loaded-r1",
+            "rtt-band6-loaded-r1",
+            "rtt-band0-loaded-r1"
         ]
     );
-    let many = s.runs.iter().find(|r| r.name == "many").unwrap();
+    let many = s
+        .runs
+        .iter()
+        .find(|r| r.name == "many-clients4-r1")
+        .unwrap();
     assert_eq!(many.clients, 4);
-    assert_eq!(s.compare[1].runs, ["many-1", "many-2", "many-3", "many-4"]);
     // Every band the runs select has its own htb class, except band 0 (the default class).
     let classes: Vec<u32> = s.topology.links[0]
         .classes

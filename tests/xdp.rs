@@ -233,7 +233,9 @@ mtu = 1500
         let text = std::fs::read_to_string(file).unwrap();
         let long = r#""--max-point-time", "300ms""#;
         assert!(text.contains(long), "the scenario's point time changed");
-        let text = text.replace(long, r#""--max-point-time", "60ms", "--trial-time", "5ms""#);
+        let text = text
+            .replace(long, r#""--max-point-time", "60ms", "--trial-time", "5ms""#)
+            .replace("repeat = 5", "repeat = 1");
         let dir = scratch("seed000xdp");
         let short = dir.join("scenario.toml");
         std::fs::write(&short, text).unwrap();
@@ -247,13 +249,13 @@ mtu = 1500
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         for name in [
-            "xdp-small",
-            "xdp-busy-small",
-            "packet-small",
-            "packet-mmsg-small",
-            "udp-gso-small",
-            "xdp-pingpong",
-            "packet-pingpong",
+            "small-xdp",
+            "small-xdp-busy",
+            "small-packet",
+            "small-packet-mmsg",
+            "small-udp-gso",
+            "pingpong-xdp",
+            "pingpong-packet",
         ] {
             let p = out.join(format!("{name}.json"));
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();

@@ -250,6 +250,9 @@ mod tests {
             port: 7200,
             timeout_secs: 1,
             clients: 1,
+            cell: 0,
+            repetition: 1,
+            topology: 0,
         };
         assert_eq!(
             server_args(&run),

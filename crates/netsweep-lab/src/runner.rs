@@ -11,6 +11,7 @@ use crate::layout::Layout;
 use crate::names;
 use crate::scenario::{Compare, Scenario, ScenarioRun};
 use crate::signals;
+use netsweep_model::experiment::{Claim, Design, Outcome, Verdict};
 use serde::Serialize;
 use std::fs::File;
 use std::net::IpAddr;
@@ -103,6 +104,12 @@ pub struct ScenarioRunOutcome {
     pub duration_secs: f64,
     /// Why it did not succeed, when it did not.
     pub message: Option<String>,
+    /// The cell it measured (an index into `design.cells`).
+    pub cell: usize,
+    /// Which repetition of the cell, from 1.
+    pub repetition: u32,
+    /// The lab it ran in, relative to the output directory.
+    pub lab: String,
 }
 
 /// What a scenario did.
@@ -130,6 +137,14 @@ pub struct ScenarioOutcome {
     pub runs: Vec<ScenarioRunOutcome>,
     /// The comparisons the scenario asks for.
     pub compare: Vec<Compare>,
+    /// The factors, cells, repetitions and order of the runs.
+    pub design: Design,
+    /// The claims, with their verdicts once the runs are done (see `verdicts`).
+    pub claims: Vec<Claim>,
+    /// Each claim's verdict on the results, in claim order; the caller evaluates them.
+    pub verdicts: Vec<Verdict>,
+    /// Every lab the runs used (one per combination of lab-property levels).
+    pub labs: Vec<String>,
     /// SIGINT/SIGTERM stopped the scenario.
     pub interrupted: bool,
     /// What teardown could not remove (empty when clean).
@@ -166,6 +181,16 @@ impl ScenarioOutcome {
     /// Path of `lab.json`.
     pub fn lab_path(&self) -> PathBuf {
         self.out_dir.join(&self.lab)
+    }
+
+    /// Rewrites `index.json` (after the verdicts are in).
+    pub fn write_index(&self) -> Result<()> {
+        write_json(&self.index_path(), self)
+    }
+
+    /// True when a claim's verdict is `fails`.
+    pub fn a_claim_fails(&self) -> bool {
+        self.verdicts.iter().any(|v| v.outcome == Outcome::Fails)
     }
 }
 
@@ -253,8 +278,16 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
         .map_err(|e| LabError::io(format!("resolving {}", opts.out_dir.display()), e))?;
     let run_id = opts.run_id.clone().unwrap_or_else(names::generate_run_id);
 
-    let lab = Lab::up(&scenario.topology, &run_id)?;
-    let lab_meta = out_dir.join("lab.json");
+    let lab_file = |k: usize| {
+        if scenario.topologies.len() > 1 {
+            format!("lab-{}.json", k + 1)
+        } else {
+            "lab.json".to_string()
+        }
+    };
+    let first = scenario.runs.first().map_or(0, |r| r.topology);
+    let mut lab = Lab::up(&scenario.topologies[first], &run_id)?;
+    let mut lab_at = first;
     let mut outcome = ScenarioOutcome {
         schema: INDEX_SCHEMA,
         schema_version: INDEX_SCHEMA_VERSION,
@@ -264,20 +297,35 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
         run_id: run_id.clone(),
         started_unix: now_unix(),
         finished_unix: None,
-        lab: "lab.json".into(),
+        lab: lab_file(first),
         runs: Vec::new(),
         compare: scenario.compare.clone(),
+        design: scenario.design.clone(),
+        claims: scenario.claims.clone(),
+        verdicts: Vec::new(),
+        labs: (0..scenario.topologies.len()).map(lab_file).collect(),
         interrupted: false,
         teardown_errors: Vec::new(),
         out_dir: out_dir.clone(),
     };
     // From here on the lab is removed whatever happens: `lab` drops on every early return.
-    write_json(&lab_meta, lab.layout())?;
+    write_json(&out_dir.join(lab_file(first)), lab.layout())?;
     write_json(&outcome.index_path(), &outcome)?;
     progress(&Progress::LabUp(lab.layout()));
 
     let total = scenario.runs.len();
     for (index, run) in scenario.runs.iter().enumerate() {
+        // A lab-property level: the next run needs another lab.
+        if run.topology != lab_at && !signals::interrupted() {
+            if let Err(e) = lab.down() {
+                outcome.teardown_errors.push(e.to_string());
+            }
+            lab = Lab::up(&scenario.topologies[run.topology], &run_id)?;
+            lab_at = run.topology;
+            write_json(&out_dir.join(lab_file(lab_at)), lab.layout())?;
+            progress(&Progress::LabUp(lab.layout()));
+        }
+        let lab_meta = out_dir.join(lab_file(lab_at));
         let results = if signals::interrupted() {
             vec![skipped(run)]
         } else {
@@ -299,7 +347,8 @@ pub fn run_scenario_with<F: FnMut(&Progress<'_>)>(
                 },
             )
         };
-        for result in results {
+        for mut result in results {
+            result.lab = lab_file(run.topology);
             if matches!(
                 result.status,
                 ScenarioRunStatus::Interrupted | ScenarioRunStatus::Skipped
@@ -345,6 +394,9 @@ pub(crate) fn skipped(run: &ScenarioRun) -> ScenarioRunOutcome {
         exit_code: None,
         duration_secs: 0.0,
         message: Some("not started: the scenario was interrupted".into()),
+        cell: run.cell,
+        repetition: run.repetition,
+        lab: String::new(),
     }
 }
 
@@ -383,6 +435,10 @@ mod tests {
             lab: "lab.json".into(),
             runs: Vec::new(),
             compare: Vec::new(),
+            design: Design::default(),
+            claims: Vec::new(),
+            verdicts: Vec::new(),
+            labs: Vec::new(),
             interrupted: false,
             teardown_errors: Vec::new(),
             out_dir: PathBuf::from("/tmp"),
@@ -398,6 +454,9 @@ mod tests {
             port: 7200,
             timeout_secs: 1,
             clients: 1,
+            cell: 0,
+            repetition: 1,
+            topology: 0,
         });
         r.status = ScenarioRunStatus::Failed;
         o.runs.push(r);

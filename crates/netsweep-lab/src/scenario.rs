@@ -1,16 +1,22 @@
 //! Scenario files: a topology (inline `[topology]` or `topology = "file.toml"`), the runs to do
 //! across it (`[[run]]`: client host, server host, `netsweep run` arguments, which link or
-//! tunnel to target) and the comparisons to draw (`[[compare]]`).
+//! tunnel to target), what the experiment varies (`[[factor]]`, `repeat`, `order`), what it
+//! claims (`[[claim]]`), the figures of its page (`[[figure]]`) and the comparisons to print
+//! (`[[compare]]`). Parsing is a pure function of the text (and the topology file it names).
 
 use crate::error::{LabError, SpecError};
+use crate::expand::{self, LabBase, Template};
+use crate::experiment::{parse_claims, parse_figures, prose_check, RawClaim, RawFigure};
+use crate::factors::{factor, RawFactor};
 use crate::names::is_simple_name;
 use crate::parse::{from_raw, parse_text, read_spec_file};
 use crate::raw::RawTopology;
 use crate::tomlparse::{self, start};
 use crate::topology::Topology;
+use netsweep_model::experiment::{Claim, Design, FigureSpec, Order};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
@@ -27,18 +33,34 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 pub struct Scenario {
     /// Name (default: the file's stem).
     pub name: String,
-    /// Free text.
+    /// The page's title (prose).
+    pub title: Option<String>,
+    /// Free text (prose: no measured number).
     pub description: Option<String>,
+    /// Longer prose for the page: why, and what to look at (no measured number).
+    pub notes: Option<String>,
     /// The scenario file, when loaded from one.
     pub file: Option<PathBuf>,
     /// The topology file, when the topology is not inline.
     pub topology_file: Option<PathBuf>,
-    /// The lab to build.
+    /// The lab as the file describes it.
     pub topology: Topology,
-    /// The runs, in order.
+    /// The labs the runs use: the topology itself, or one per combination of the levels of
+    /// lab-property factors (`ScenarioRun::topology` indexes it).
+    pub topologies: Vec<Topology>,
+    /// Every run, in the order it runs: each cell's repetitions in rounds.
     pub runs: Vec<ScenarioRun>,
     /// Comparisons between runs.
     pub compare: Vec<Compare>,
+    /// The factors, the cells, `repeat` and the order.
+    pub design: Design,
+    /// The claims, checked by `scenario run`.
+    pub claims: Vec<Claim>,
+    /// The figures of the page (none: the defaults).
+    pub figures: Vec<FigureSpec>,
+    /// The scenario's own text, so a results directory can keep it.
+    #[serde(skip)]
+    pub text: String,
 }
 
 /// One `[[run]]`.
@@ -64,6 +86,12 @@ pub struct ScenarioRun {
     /// `netsweep run` processes started at once against the one server (`clients = N`,
     /// default 1); with more than one, client i's results and log are `<name>-<i>`.
     pub clients: u32,
+    /// The cell of [`Scenario::design`] this run measures.
+    pub cell: usize,
+    /// Which repetition of the cell, from 1.
+    pub repetition: u32,
+    /// The lab it runs in: an index into [`Scenario::topologies`].
+    pub topology: usize,
 }
 
 /// One `[[compare]]`.
@@ -105,10 +133,21 @@ impl<'de> Deserialize<'de> for TopologySource {
 #[serde(deny_unknown_fields)]
 struct RawScenario {
     name: Option<String>,
-    description: Option<String>,
+    title: Option<Spanned<String>>,
+    description: Option<Spanned<String>>,
+    notes: Option<Spanned<String>>,
     topology: Option<Spanned<TopologySource>>,
+    repeat: Option<Spanned<u32>>,
+    order: Option<Spanned<String>>,
+    seed: Option<u64>,
+    #[serde(default)]
+    factor: Vec<Spanned<RawFactor>>,
     #[serde(default)]
     run: Vec<Spanned<RawRun>>,
+    #[serde(default)]
+    claim: Vec<Spanned<RawClaim>>,
+    #[serde(default)]
+    figure: Vec<Spanned<RawFigure>>,
     #[serde(default)]
     compare: Vec<Spanned<Compare>>,
 }
@@ -127,7 +166,14 @@ struct RawRun {
     port: Option<u16>,
     timeout: Option<Spanned<u64>>,
     clients: Option<Spanned<u32>>,
+    factors: Option<Spanned<Vec<String>>>,
+    combinations: Option<Spanned<Vec<BTreeMap<String, toml::Value>>>>,
 }
+
+/// Most repetitions of a cell.
+pub const MAX_REPEAT: u32 = 1000;
+/// Most runs a scenario may expand into.
+pub const MAX_RUNS: usize = 10_000;
 
 fn no_args() -> Spanned<Vec<String>> {
     Spanned::new(0..0, Vec::new())
@@ -148,6 +194,32 @@ impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, LabError> {
         let text = read_spec_file(path, "scenario")?;
         parse_scenario(&text, Some(path))
+    }
+
+    /// The scenario's text with its topology inline, so a results directory that keeps it
+    /// can be paged without the topology file.
+    pub fn self_contained(&self) -> String {
+        let Some(path) = &self.topology_file else {
+            return self.text.clone();
+        };
+        let (Ok(mut doc), Some(topo)) = (
+            self.text.parse::<toml::Table>(),
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.parse::<toml::Table>().ok()),
+        ) else {
+            return self.text.clone();
+        };
+        doc.insert("topology".into(), toml::Value::Table(topo));
+        format!(
+            "# {} with its topology ({}) inline, as `netsweep scenario run` kept it.\n{}",
+            self.file
+                .as_deref()
+                .map(|f| f.display().to_string())
+                .unwrap_or_default(),
+            path.display(),
+            toml::to_string(&doc).unwrap_or_else(|_| self.text.clone())
+        )
     }
 
     /// The run called `name`.
@@ -171,7 +243,8 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             .in_file(file)
             .into()
     };
-    let (topology, topology_file) = match raw.topology {
+    // The topology, checked, and its text (a lab-property factor builds variants of it).
+    let (topology, topology_file, topology_text) = match raw.topology {
         None => {
             return Err(SpecError::new(
                 "topology",
@@ -186,6 +259,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
                 TopologySource::Inline(t) => (
                     from_raw(*t, text, file).map_err(|e| prefix_field(e, "topology"))?,
                     None,
+                    None,
                 ),
                 TopologySource::Path(p) => {
                     let base = file.and_then(Path::parent).unwrap_or(Path::new(""));
@@ -197,7 +271,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
                             format!("cannot read topology file {}: {e}: check the path (relative paths start at the scenario's directory)", path.display()),
                         )
                     })?;
-                    (parse_text(&t_text, Some(&path))?, Some(path))
+                    (parse_text(&t_text, Some(&path))?, Some(path), Some(t_text))
                 }
             }
         }
@@ -210,6 +284,59 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         .in_file(file)
         .into());
     }
+    // Factors.
+    let mut factors = Vec::new();
+    for (i, f) in raw.factor.iter().enumerate() {
+        let fac =
+            factor(f.get_ref(), &topology).map_err(|(at, m)| err(format!("factor[{i}]"), at, m))?;
+        if factors
+            .iter()
+            .any(|g: &netsweep_model::experiment::Factor| g.name == fac.name)
+        {
+            return Err(err(
+                format!("factor[{i}].name"),
+                start(&f.get_ref().name),
+                format!(
+                    "factor \"{}\" is defined twice: give each factor its own name",
+                    fac.name
+                ),
+            ));
+        }
+        factors.push(fac);
+    }
+    let repeat = match &raw.repeat {
+        Some(r) if !(1..=MAX_REPEAT).contains(r.get_ref()) => {
+            return Err(err(
+                "repeat".into(),
+                start(r),
+                format!(
+                    "repeat = {} is out of range: give 1 to {MAX_REPEAT} (5 is a good start)",
+                    r.get_ref()
+                ),
+            ))
+        }
+        Some(r) => *r.get_ref(),
+        None => 1,
+    };
+    let order = match raw.order.as_ref().map(|o| (o.get_ref().as_str(), start(o))) {
+        None | Some(("interleaved", _)) => {
+            if raw.seed.is_some() {
+                return Err(SpecError::new("seed", "seed shuffles each round: add order = \"random\", or drop seed").in_file(file).into());
+            }
+            Order::Interleaved
+        }
+        Some(("random", _)) => Order::Random {
+            seed: raw.seed.unwrap_or(1),
+        },
+        Some((other, at)) => {
+            return Err(err(
+                "order".into(),
+                at,
+                format!("order = \"{other}\": give \"interleaved\" (ABCABC…) or \"random\" (each round shuffled; with seed = N)"),
+            ))
+        }
+    };
+    // The runs, as templates of cells.
     let hosts: Vec<&str> = topology.hosts.iter().map(|h| h.name.as_str()).collect();
     let host = |field: String, s: &Spanned<String>| -> Result<String, LabError> {
         if hosts.contains(&s.get_ref().as_str()) {
@@ -221,16 +348,12 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
                 format!(
                     "unknown host \"{}\": the topology's hosts are {}",
                     s.get_ref(),
-                    hosts
-                        .iter()
-                        .map(|h| format!("\"{h}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    netsweep_model::experiment::design::quoted(hosts.iter().copied())
                 ),
             ))
         }
     };
-    let mut runs = Vec::new();
+    let mut templates = Vec::new();
     let mut names = BTreeSet::new();
     for (i, r) in raw.run.iter().enumerate() {
         let p = format!("run[{i}]");
@@ -274,45 +397,10 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         }
         let via = match &rr.via {
             None => None,
-            Some(v) => {
-                let n = v.get_ref();
-                let link = topology
-                    .links
-                    .iter()
-                    .find(|l| &l.name == n)
-                    .map(|l| (&l.a, &l.b));
-                let tunnel = topology
-                    .tunnels
-                    .iter()
-                    .find(|t| &t.name == n)
-                    .map(|t| (&t.a, &t.b));
-                match link.or(tunnel) {
-                    None => {
-                        let all: Vec<String> = topology
-                            .links
-                            .iter()
-                            .map(|l| format!("\"{}\"", l.name))
-                            .chain(topology.tunnels.iter().map(|t| format!("\"{}\"", t.name)))
-                            .collect();
-                        return Err(err(
-                            format!("{p}.via"),
-                            start(v),
-                            format!(
-                                "no link or tunnel called \"{n}\": the topology has {}",
-                                all.join(", ")
-                            ),
-                        ));
-                    }
-                    Some((a, b)) if a != &server && b != &server => {
-                        return Err(err(
-                            format!("{p}.via"),
-                            start(v),
-                            format!("\"{n}\" does not reach the server \"{server}\": pick a link or tunnel that ends at it"),
-                        ));
-                    }
-                    Some(_) => Some(n.clone()),
-                }
-            }
+            Some(v) => Some(
+                crate::expand::check_via(&topology, v.get_ref(), &server)
+                    .map_err(|m| err(format!("{p}.via"), start(v), m))?,
+            ),
         };
         let timeout_secs = match &rr.timeout {
             Some(t) if *t.get_ref() == 0 => {
@@ -339,13 +427,7 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             Some(c) => *c.get_ref(),
             None => 1,
         };
-        if clients > 1 {
-            // Comparisons may name each client's results.
-            for i in 1..=clients {
-                names.insert(format!("{name}-{i}"));
-            }
-        }
-        runs.push(ScenarioRun {
+        let run = ScenarioRun {
             name: name.clone(),
             client,
             server,
@@ -355,7 +437,66 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             port: rr.port.unwrap_or(DEFAULT_PORT),
             timeout_secs,
             clients,
+            cell: 0,
+            repetition: 1,
+            topology: 0,
+        };
+        let (used, combinations) =
+            crate::experiment::run_factors(rr.factors.as_ref(), rr.combinations.as_ref(), &factors)
+                .map_err(|(at, field, m)| err(format!("{p}.{field}"), at, m))?;
+        templates.push(Template {
+            run,
+            factors: used,
+            combinations,
         });
+    }
+    // The grid's size before building it: a file may not ask for more cells than it may run.
+    let planned = templates.iter().fold(0usize, |acc, t| {
+        let n = match &t.combinations {
+            Some(c) => c.len(),
+            None => t
+                .factors
+                .iter()
+                .fold(1usize, |p, &f| p.saturating_mul(factors[f].levels.len())),
+        };
+        acc.saturating_add(n)
+    });
+    if planned.saturating_mul(repeat as usize) > MAX_RUNS {
+        return Err(SpecError::new(
+            "factor",
+            format!(
+                "{planned} cells × {repeat} repetitions is more than {MAX_RUNS} runs: list fewer combinations or levels"
+            ),
+        )
+        .in_file(file)
+        .into());
+    }
+    let cells = expand::cells(&templates, &factors);
+    let design = Design {
+        factors,
+        cells,
+        repeat,
+        order,
+    };
+    let table = crate::factors::topology_table(text, topology_text.as_deref());
+    let (runs, topologies) = expand::runs(
+        &design,
+        &templates,
+        &LabBase {
+            table: table.as_ref(),
+            topology: &topology,
+        },
+    )
+    .map_err(|m| SpecError::new("factor", m).in_file(file))?;
+    // Comparisons name concrete runs (and each client's results).
+    let mut names = BTreeSet::new();
+    for r in &runs {
+        names.insert(r.name.clone());
+        if r.clients > 1 {
+            for i in 1..=r.clients {
+                names.insert(format!("{}-{i}", r.name));
+            }
+        }
     }
     let mut compare = Vec::new();
     for (i, c) in raw.compare.iter().enumerate() {
@@ -368,21 +509,29 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             ));
         }
         if let Some(missing) = cc.runs.iter().find(|r| !names.contains(*r)) {
+            let mut all: Vec<&str> = names.iter().map(String::as_str).collect();
+            all.truncate(12);
             return Err(err(
                 format!("compare[{i}].runs"),
                 start(c),
                 format!(
-                    "no run called \"{missing}\": the runs are {}",
-                    names
-                        .iter()
-                        .map(|n| format!("\"{n}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "no run called \"{missing}\": the runs are {}{}",
+                    netsweep_model::experiment::design::quoted(all),
+                    if names.len() > 12 { ", …" } else { "" }
                 ),
             ));
         }
         compare.push(cc.clone());
     }
+    let claims = parse_claims(&raw.claim, &design).map_err(|(f, at, m)| err(f, at, m))?;
+    let figures = parse_figures(&raw.figure, &design).map_err(|(f, at, m)| err(f, at, m))?;
+    let prose = [
+        ("title", raw.title.as_ref()),
+        ("description", raw.description.as_ref()),
+        ("notes", raw.notes.as_ref()),
+    ];
+    prose_check(text, &prose, &raw.claim, &raw.figure, &raw.factor, &design)
+        .map_err(|(f, at, m)| err(f, at, m))?;
     let name = raw
         .name
         .or_else(|| {
@@ -392,163 +541,22 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         .unwrap_or_else(|| "scenario".into());
     Ok(Scenario {
         name,
-        description: raw.description,
+        title: raw.title.map(Spanned::into_inner),
+        description: raw.description.map(Spanned::into_inner),
+        notes: raw.notes.map(Spanned::into_inner),
         file: file.map(Path::to_path_buf),
         topology_file,
         topology,
+        topologies,
         runs,
         compare,
+        design,
+        claims,
+        figures,
+        text: text.to_string(),
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-name = "demo"
-description = "two hosts"
-
-[topology]
-[[topology.hosts]]
-name = "client"
-[[topology.hosts]]
-name = "server"
-[[topology.links]]
-a = "client"
-b = "server"
-rate = "100mbit"
-
-[[run]]
-name = "tcp"
-client = "client"
-server = "server"
-args = ["--transport", "tcp", "--pattern", "stream"]
-
-[[run]]
-name = "udp"
-client = "client"
-server = "server"
-via = "client-server"
-port = 7300
-timeout = 60
-args = ["--transport", "udp"]
-
-[[compare]]
-runs = ["tcp", "udp"]
-title = "tcp vs udp"
-"#;
-
-    fn err(text: &str) -> SpecError {
-        match Scenario::parse(text) {
-            Err(LabError::Spec(e)) => e,
-            other => panic!("expected a spec error, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn several_clients_against_one_server() {
-        let many = GOOD.replace("port = 7300", "port = 7300\nclients = 3")
-            + "\n[[compare]]\nruns = [\"udp-1\", \"udp-3\"]\n";
-        let s = Scenario::parse(&many).unwrap();
-        assert_eq!((s.runs[0].clients, s.runs[1].clients), (1, 3));
-        assert_eq!(s.compare[1].runs, ["udp-1", "udp-3"]);
-        let e = err(&GOOD.replace("port = 7300", "port = 7300\nclients = 0"));
-        assert!(e.to_string().contains("give 1 to 64"), "{e}");
-        let e = err(&(many.replace("clients = 3", "clients = 2")));
-        assert!(e.to_string().contains("no run called \"udp-3\""), "{e}");
-    }
-
-    #[test]
-    fn parses_a_scenario() {
-        let s = Scenario::parse(GOOD).unwrap();
-        assert_eq!(s.name, "demo");
-        assert_eq!(s.topology.links[0].name, "client-server");
-        assert_eq!(s.runs.len(), 2);
-        assert_eq!(s.runs[0].port, DEFAULT_PORT);
-        assert_eq!(s.runs[0].timeout_secs, DEFAULT_TIMEOUT_SECS);
-        assert_eq!(s.runs[1].via.as_deref(), Some("client-server"));
-        assert_eq!((s.runs[1].port, s.runs[1].timeout_secs), (7300, 60));
-        assert_eq!(s.compare[0].title.as_deref(), Some("tcp vs udp"));
-    }
-
-    #[test]
-    fn inline_topology_errors_carry_the_topology_prefix_and_line() {
-        let e = err(&GOOD.replace("b = \"server\"\nrate", "b = \"srv\"\nrate"));
-        assert_eq!(e.field, "topology.links[0].b");
-        assert_eq!(e.line, Some(12));
-        let e = err(&GOOD.replace("rate = \"100mbit\"", "rate = 100"));
-        assert_eq!(e.field, "topology.links[0].rate");
-        assert_eq!(e.line, Some(13));
-    }
-
-    #[test]
-    fn run_errors() {
-        let cases: &[(&str, &str, &str, &str)] = &[
-            ("client = \"client\"\nserver = \"server\"\nargs = [\"--transport\", \"tcp\", \"--pattern\"",
-             "client = \"nobody\"\nserver = \"server\"\nargs = [\"--transport\", \"tcp\", \"--pattern\"",
-             "run[0].client", "unknown host \"nobody\""),
-            ("name = \"udp\"", "name = \"tcp\"", "run[1].name", "defined twice"),
-            ("name = \"udp\"", "name = \"u/dp\"", "run[1].name", "results file"),
-            ("via = \"client-server\"", "via = \"vx9\"", "run[1].via", "no link or tunnel"),
-            ("timeout = 60", "timeout = 0", "run[1].timeout", "timeout of 0"),
-            ("args = [\"--transport\", \"udp\"]", "args = [\"-o\", \"x.json\"]", "run[1].args", "remove \"-o\""),
-            ("runs = [\"tcp\", \"udp\"]", "runs = [\"tcp\", \"sctp\"]", "compare[0].runs", "no run called \"sctp\""),
-            ("runs = [\"tcp\", \"udp\"]", "runs = [\"tcp\"]", "compare[0].runs", "at least two"),
-            ("timeout = 60", "timeout = 60\ncolour = \"red\"", "run[1].colour", "unknown field `colour`"),
-        ];
-        for (from, to, field, needle) in cases {
-            let text = GOOD.replacen(from, to, 1);
-            assert_ne!(text, GOOD, "case {to:?} did not apply");
-            let e = err(&text);
-            assert_eq!(&e.field, field, "{to:?}: {e}");
-            assert!(e.message.contains(needle), "{to:?}: {e}");
-            assert!(e.line.is_some(), "{to:?}: {e}");
-        }
-    }
-
-    #[test]
-    fn missing_topology_or_runs() {
-        assert!(
-            err("[[run]]\nname = \"a\"\nclient = \"a\"\nserver = \"b\"\n")
-                .message
-                .contains("no topology")
-        );
-        let only_topo = GOOD.split("[[run]]").next().unwrap_or_default();
-        assert!(err(only_topo).message.contains("no runs"));
-    }
-
-    #[test]
-    fn topology_from_a_file_relative_to_the_scenario() {
-        let dir = std::env::temp_dir().join(format!("nsw-scn-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("lab.toml"),
-            "[[hosts]]\nname = \"c\"\n[[hosts]]\nname = \"s\"\n[[links]]\na = \"c\"\nb = \"s\"\n",
-        )
-        .unwrap();
-        let scn = dir.join("x.toml");
-        std::fs::write(
-            &scn,
-            "topology = \"lab.toml\"\n[[run]]\nname = \"r\"\nclient = \"c\"\nserver = \"s\"\n",
-        )
-        .unwrap();
-        let s = Scenario::load(&scn).unwrap();
-        assert_eq!(s.name, "x");
-        assert_eq!(
-            s.topology_file.as_deref(),
-            Some(dir.join("lab.toml").as_path())
-        );
-        std::fs::write(
-            dir.join("lab.toml"),
-            "[[hosts]]\nname = \"c\"\nrouter = 1\n",
-        )
-        .unwrap();
-        let e = Scenario::load(&scn).unwrap_err().to_string();
-        assert!(e.contains("lab.toml:3:10: hosts[0].router"), "{e}");
-        std::fs::write(&scn, "topology = \"missing.toml\"\n").unwrap();
-        let e = Scenario::load(&scn).unwrap_err().to_string();
-        assert!(e.contains("cannot read topology file"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+#[path = "scenario_tests.rs"]
+mod tests;

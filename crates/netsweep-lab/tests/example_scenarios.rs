@@ -73,7 +73,7 @@ fn vxlan() {
         .runs
         .iter()
         .any(|r| r.args.iter().any(|a| a.starts_with("1200..1800"))));
-    assert_eq!(s.compare.len(), 2);
+    assert_eq!(s.figures.len(), 2);
 }
 
 #[test]
@@ -112,22 +112,26 @@ fn shaped() {
 #[test]
 fn seed_003_has_direct_routed_and_encapsulated_series() {
     let (s, l) = load("seeds/003-redirector.toml");
-    let names: Vec<&str> = s.runs.iter().map(|r| r.name.as_str()).collect();
+    let names: Vec<&str> = s.design.cells.iter().map(|c| c.name.as_str()).collect();
     for n in [
-        "direct",
-        "routed",
-        "encapsulated",
+        "stream-direct",
+        "stream-routed",
+        "stream-encapsulated",
         "crr-direct",
         "crr-routed",
         "crr-encapsulated",
     ] {
         assert!(names.contains(&n), "{n} missing from {names:?}");
     }
-    let routed = s.runs.iter().find(|r| r.name == "routed").unwrap();
+    let routed = s
+        .runs
+        .iter()
+        .find(|r| r.name == "stream-routed-r1")
+        .unwrap();
     assert_eq!(routed.via.as_deref(), Some("redirector-server"));
     assert!(
         l.links.iter().any(|k| k.name == "redirector-server"),
         "no such link"
     );
-    assert_eq!(s.compare[0].runs, ["direct", "routed", "encapsulated"]);
+    assert_eq!(s.figures[0].series.as_deref(), Some("path"));
 }

@@ -7,6 +7,7 @@
 
 pub mod anomaly;
 pub mod background;
+pub mod experiment;
 pub mod flows;
 pub mod load;
 pub mod mesh;

@@ -117,6 +117,7 @@ pub(crate) fn line(label: String, color: usize, stroke: Stroke, points: Vec<(f64
         stroke,
         points,
         band: vec![],
+        errors: vec![],
     }
 }
 
@@ -130,6 +131,8 @@ pub(crate) fn chart(id: &str, title: &str, subtitle: &str, x: Axis, y: Axis) -> 
         series: vec![],
         markers: vec![],
         hlines: vec![],
+        bars: false,
+        legend_title: String::new(),
     }
 }
 
@@ -265,6 +268,7 @@ fn stream(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
             stroke: Stroke::Dashed,
             points: get(|p| p.sender_mbps.map(|e| e.mean)),
             band: vec![],
+            errors: vec![],
         });
         c.series.push(Series {
             label: format!("{} receiver", labels[i]),
@@ -272,6 +276,7 @@ fn stream(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
             stroke: Stroke::Solid,
             points: get(|p| p.receiver_mbps.map(|e| e.mean)),
             band: vec![],
+            errors: vec![],
         });
     }
     (!c.is_empty()).then(|| fit(c, false))
@@ -335,6 +340,7 @@ fn cpu(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
                     stroke,
                     points: pts,
                     band: vec![],
+                    errors: vec![],
                 });
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod experiment;
 pub mod figures;
 pub mod format;
 pub mod html;

@@ -81,6 +81,7 @@ fn latency_vs_load(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
                 })
                 .filter(|b| b.1 > 0.0)
                 .collect(),
+            ..Default::default()
         });
     }
     c.markers = knee_markers(runs);
@@ -135,6 +136,7 @@ fn delivered_vs_offered(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> 
         stroke: Stroke::Dashed,
         points: all_offered.iter().map(|o| (*o, *o)).collect(),
         band: vec![],
+        errors: vec![],
     });
     c.markers = knee_markers(runs);
     Some(fit_xy(c, true, true))

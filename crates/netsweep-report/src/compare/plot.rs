@@ -66,5 +66,7 @@ pub fn ratio_chart(cs: &[Comparison], metric: Metric) -> Chart {
         series,
         markers: vec![],
         hlines: vec![1.0],
+        bars: false,
+        legend_title: String::new(),
     }
 }

@@ -1,6 +1,8 @@
 //! Plots: a small chart model ([`Chart`]) that the figures fill from results, drawn as SVG by
 //! hand ([`svg`]) and rasterised to PNG by resvg ([`png`]).
 
+mod marks;
+pub mod panels;
 pub mod png;
 pub mod scale;
 pub mod svg;
@@ -42,6 +44,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Shaded band (x, low y, high y), e.g. a 95% confidence interval; empty for none.
     pub band: Vec<(f64, f64, f64)>,
+    /// Error bars (x, low y, high y): a whisker with caps at each x; empty for none.
+    pub errors: Vec<(f64, f64, f64)>,
 }
 
 /// A shaded x-range with a label: an anomaly, or any band worth pointing at.
@@ -76,6 +80,10 @@ pub struct Chart {
     pub markers: Vec<Marker>,
     /// Horizontal lines at these y values (e.g. ratio 1).
     pub hlines: Vec<f64>,
+    /// Draw the series as grouped bars at each x (a categorical axis) instead of lines.
+    pub bars: bool,
+    /// What the series are, drawn before the legend's entries ("background load:").
+    pub legend_title: String,
 }
 
 impl Chart {

@@ -38,6 +38,10 @@ pub enum Unit {
     PerSecond,
     /// A plain number followed by this unit text.
     Plain(String),
+    /// Categories at 0, 1, 2…: each tick is labelled with its category.
+    Category(Vec<String>),
+    /// Ticks at given positions with given labels (a numeric factor's levels).
+    Ticks(Vec<(f64, String)>),
 }
 
 impl Unit {
@@ -52,6 +56,19 @@ impl Unit {
             Unit::PerSecond => format!("{}/s", netsweep_model::load::si(v)),
             Unit::Plain(u) if u.is_empty() => units::short(v),
             Unit::Plain(u) => format!("{} {u}", units::short(v)),
+            Unit::Ticks(t) => t
+                .iter()
+                .find(|(x, _)| (x - v).abs() <= 1e-9 * x.abs().max(1.0))
+                .map(|(_, l)| l.clone())
+                .unwrap_or_default(),
+            Unit::Category(c) => {
+                let i = v.round();
+                if (v - i).abs() < 1e-9 && i >= 0.0 {
+                    c.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
         }
     }
 }
@@ -130,6 +147,19 @@ impl Scale {
 
     /// Tick positions inside the domain for an axis of this unit.
     pub fn ticks(&self, unit: &Unit) -> Vec<f64> {
+        if let Unit::Category(c) = unit {
+            return (0..c.len()).map(|i| i as f64).collect();
+        }
+        if let Unit::Ticks(t) = unit {
+            let (lo, hi) = match *self {
+                Scale::Linear { min, max } | Scale::Log { min, max } => (min, max),
+            };
+            return t
+                .iter()
+                .map(|(x, _)| *x)
+                .filter(|x| *x >= lo && *x <= hi)
+                .collect();
+        }
         match *self {
             Scale::Linear { min, max } => linear_ticks(min, max, 6),
             Scale::Log { min, max } => {

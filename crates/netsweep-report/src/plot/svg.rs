@@ -4,7 +4,8 @@
 use super::{color, Chart, Series, Stroke};
 use std::fmt::Write;
 
-const W: f64 = 860.0;
+/// Width of a chart drawn alone.
+pub const W: f64 = 860.0;
 const PLOT_H: f64 = 340.0;
 const LEFT: f64 = 92.0;
 const RIGHT: f64 = 24.0;
@@ -30,21 +31,22 @@ pub fn esc(s: &str) -> String {
 }
 
 /// An identifier safe inside an XML id.
-fn ident(s: &str) -> String {
+pub(crate) fn ident(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
 }
 
 /// Rough width of a text in pixels at `size` (DejaVu Sans averages ~0.6 em).
-fn text_width(s: &str, size: f64) -> f64 {
+pub(crate) fn text_width(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.6
 }
 
-/// Lays legend entries in rows: (row, x offset) for each, and the row count.
-fn legend_layout(series: &[&Series], width: f64) -> (Vec<(usize, f64)>, usize) {
+/// Lays legend entries in rows after a title of `start` pixels: (row, x offset) for each,
+/// and the row count.
+fn legend_layout(series: &[&Series], width: f64, start: f64) -> (Vec<(usize, f64)>, usize) {
     let mut pos = Vec::new();
-    let (mut row, mut x) = (0usize, 0.0);
+    let (mut row, mut x) = (0usize, start);
     for s in series {
         let w = 34.0 + text_width(&s.label, 12.0) + 18.0;
         if x > 0.0 && x + w > width {
@@ -60,13 +62,34 @@ fn legend_layout(series: &[&Series], width: f64) -> (Vec<(usize, f64)>, usize) {
 
 /// The SVG document of a chart. The same input always gives the same bytes.
 pub fn render(chart: &Chart) -> String {
+    let (body, h) = body(chart, W, true);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="{FONT}" role="img" aria-label="{}">"#,
+        esc(&chart.title)
+    );
+    let _ = writeln!(o, "<title>{}</title>", esc(&chart.title));
+    o.push_str(&body);
+    o.push_str("</svg>\n");
+    o
+}
+
+/// The chart's elements for a drawing `w` pixels wide with its top left at (0, 0) (on a white
+/// background when `background`), and the height they take.
+pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
     let legend: Vec<&Series> = chart
         .series
         .iter()
         .filter(|s| !s.label.is_empty())
         .collect();
-    let plot_w = W - LEFT - RIGHT;
-    let (legend_pos, legend_rows) = legend_layout(&legend, plot_w);
+    let plot_w = w - LEFT - RIGHT;
+    let title_w = if chart.legend_title.is_empty() || legend.is_empty() {
+        0.0
+    } else {
+        text_width(&chart.legend_title, 12.0) + 12.0
+    };
+    let (legend_pos, legend_rows) = legend_layout(&legend, plot_w, title_w);
     let h = TOP + PLOT_H + AXIS_BELOW + legend_rows as f64 * LEGEND_ROW + 12.0;
     let (x0, y0, y1) = (LEFT, TOP, TOP + PLOT_H);
     let px = |v: f64| x0 + chart.x.scale.frac(v) * plot_w;
@@ -75,15 +98,11 @@ pub fn render(chart: &Chart) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="{FONT}" role="img" aria-label="{}">"#,
-        esc(&chart.title)
-    );
-    let _ = writeln!(o, "<title>{}</title>", esc(&chart.title));
-    let _ = writeln!(
-        o,
         r#"<defs><clipPath id="{clip}"><rect x="{x0}" y="{y0}" width="{plot_w}" height="{PLOT_H}"/></clipPath></defs>"#
     );
-    let _ = writeln!(o, r##"<rect width="{W}" height="{h}" fill="#ffffff"/>"##);
+    if background {
+        let _ = writeln!(o, r##"<rect width="{w}" height="{h}" fill="#ffffff"/>"##);
+    }
     let _ = writeln!(
         o,
         r##"<text x="{x0}" y="22" font-size="16" font-weight="bold" fill="#222">{}</text>"##,
@@ -173,11 +192,16 @@ pub fn render(chart: &Chart) -> String {
             );
         }
     }
-    for s in &chart.series {
-        draw_band(&mut o, s, &px, &py);
-    }
-    for s in &chart.series {
-        draw_line(&mut o, s, &px, &py);
+    if chart.bars {
+        super::marks::bars(&mut o, chart, &px, &py);
+    } else {
+        for s in &chart.series {
+            draw_band(&mut o, s, &px, &py);
+        }
+        for s in &chart.series {
+            draw_line(&mut o, s, &px, &py);
+            super::marks::errors(&mut o, s, 0.0, &px, &py);
+        }
     }
     let _ = writeln!(o, "</g>");
     // Marker labels, outside the clip so they stay readable; staggered.
@@ -199,6 +223,14 @@ pub fn render(chart: &Chart) -> String {
     }
     // Legend.
     let ly = y1 + AXIS_BELOW + 6.0;
+    if title_w > 0.0 {
+        let _ = writeln!(
+            o,
+            r##"<text class="legend-title" x="{x0}" y="{:.1}" font-size="12" font-weight="bold" fill="#222">{}</text>"##,
+            ly + 4.0,
+            esc(&chart.legend_title)
+        );
+    }
     for (s, (row, dx)) in legend.iter().zip(legend_pos) {
         let (x, y) = (x0 + dx, ly + row as f64 * LEGEND_ROW);
         let dash = if s.stroke == Stroke::Dashed {
@@ -206,6 +238,18 @@ pub fn render(chart: &Chart) -> String {
         } else {
             ""
         };
+        if chart.bars {
+            let _ = writeln!(
+                o,
+                r##"<rect x="{x:.1}" y="{:.1}" width="26" height="10" fill="{}" fill-opacity="0.85"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#222">{}</text>"##,
+                y - 5.0,
+                color(s.color),
+                x + 32.0,
+                y + 4.0,
+                esc(&s.label)
+            );
+            continue;
+        }
         if !s.band.is_empty() {
             let _ = writeln!(
                 o,
@@ -224,8 +268,7 @@ pub fn render(chart: &Chart) -> String {
             esc(&s.label)
         );
     }
-    o.push_str("</svg>\n");
-    o
+    (o, h)
 }
 
 fn draw_band(o: &mut String, s: &Series, px: &dyn Fn(f64) -> f64, py: &dyn Fn(f64) -> f64) {
@@ -329,6 +372,8 @@ mod tests {
                 color: 1,
             }],
             hlines: vec![50.0],
+            bars: false,
+            legend_title: String::new(),
         }
     }
 

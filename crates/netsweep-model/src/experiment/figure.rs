@@ -1,0 +1,125 @@
+//! What an experiment's figure shows: one figure (`y`) against a factor or the message size
+//! (`x`), one series per level of another factor, small multiples (`panels`) over a third —
+//! and the figures a scenario gets when it asks for none.
+
+use super::design::{quoted, Design};
+use super::metric;
+use crate::spec::Pattern;
+use serde::{Deserialize, Serialize};
+
+/// `x = "size"`: the message size on the horizontal axis.
+pub const SIZE: &str = "size";
+
+/// One figure of a page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FigureSpec {
+    /// File stem (`figures/<id>.svg`).
+    pub id: String,
+    /// Title; default: "<figure label> against <x label>".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The figure drawn (a name of [`metric::METRICS`]).
+    pub y: String,
+    /// A factor's name, or [`SIZE`].
+    pub x: String,
+    /// A factor whose levels are the series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+    /// A factor whose levels are the panels (small multiples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panels: Option<String>,
+    /// The message size read when `x` is a factor and the cells measure several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Logarithmic x axis (default: for sizes, and for numeric levels spanning over 20×).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_x: Option<bool>,
+    /// Logarithmic y axis (default: no).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_y: Option<bool>,
+}
+
+impl FigureSpec {
+    /// Checks the names against the design and the catalogue; the error says the fix.
+    pub fn check(&self, design: &Design) -> Result<(), String> {
+        if metric::metric(&self.y).is_none() {
+            return Err(format!(
+                "y: no figure called \"{}\": the figures are {}",
+                self.y,
+                metric::names()
+            ));
+        }
+        let factor = |field: &str, name: &str| -> Result<usize, String> {
+            design.factor(name).ok_or_else(|| {
+                format!(
+                    "{field}: no factor called \"{name}\": the factors are {}{}",
+                    quoted(design.factors.iter().map(|f| f.name.as_str())),
+                    if field == "x" { " (or \"size\")" } else { "" }
+                )
+            })
+        };
+        let mut used = Vec::new();
+        if self.x != SIZE {
+            used.push(factor("x", &self.x)?);
+        }
+        for (field, f) in [("series", &self.series), ("panels", &self.panels)] {
+            if let Some(name) = f {
+                let i = factor(field, name)?;
+                if used.contains(&i) {
+                    return Err(format!(
+                        "{field}: \"{name}\" is already on another axis of this figure: pick another factor"
+                    ));
+                }
+                used.push(i);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The figure a pattern is read by: the round trip for pingpong, connection setup for crr,
+/// the receiver's goodput for stream, the throughput otherwise.
+pub fn headline(pattern: Pattern) -> &'static str {
+    match pattern {
+        Pattern::Pingpong => "rtt_p50",
+        Pattern::Crr => "connect_p50",
+        Pattern::Stream => "receiver_mbps",
+        _ => "throughput",
+    }
+}
+
+/// The figures of a scenario that asks for none: the headline figure against the first
+/// factor (series: the second, panels: the third), and against size (series: the first
+/// factor) when the cells measure several sizes.
+pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<FigureSpec> {
+    let y = headline(pattern).to_string();
+    let names: Vec<&str> = design.factors.iter().map(|f| f.name.as_str()).collect();
+    let mut out = Vec::new();
+    if let Some(first) = names.first() {
+        out.push(FigureSpec {
+            id: format!("{y}-by-{first}"),
+            title: None,
+            y: y.clone(),
+            x: first.to_string(),
+            series: names.get(1).map(|s| s.to_string()),
+            panels: names.get(2).map(|s| s.to_string()),
+            size: None,
+            log_x: None,
+            log_y: None,
+        });
+    }
+    if several_sizes || names.is_empty() {
+        out.push(FigureSpec {
+            id: format!("{y}-by-size"),
+            title: None,
+            y,
+            x: SIZE.into(),
+            series: names.first().map(|s| s.to_string()),
+            panels: names.get(1).map(|s| s.to_string()),
+            size: None,
+            log_x: None,
+            log_y: None,
+        });
+    }
+    out
+}

@@ -1,0 +1,166 @@
+//! Tests of the experiment figures: the series, their labels and legend title, bars for
+//! categorical factors, error bars from the repetitions, and small multiples.
+
+use super::*;
+use netsweep_model::experiment::design::full_grid;
+use netsweep_model::experiment::{Cell, Factor, FactorKind, Level, Order};
+use netsweep_model::results::{self, RunResult};
+
+fn level(name: &str, label: &str, x: Option<f64>) -> Level {
+    Level {
+        name: name.into(),
+        label: label.into(),
+        args: vec![],
+        value: None,
+        x,
+    }
+}
+
+/// `band` (numeric, `bands` levels) × `load` (idle, loaded), 3 repetitions.
+fn design(bands: usize) -> Design {
+    let factors = vec![
+        Factor {
+            name: "band".into(),
+            label: "SO_PRIORITY band".into(),
+            kind: FactorKind::Arg {
+                flag: "--priority".into(),
+            },
+            levels: (0..bands)
+                .map(|b| level(&b.to_string(), &format!("band {b}"), Some(b as f64)))
+                .collect(),
+        },
+        Factor {
+            name: "load".into(),
+            label: "competing load".into(),
+            kind: FactorKind::Args,
+            levels: vec![
+                level("idle", "idle", None),
+                level("loaded", "band-0 stream", None),
+            ],
+        },
+    ];
+    let cells = full_grid(&[bands, 2])
+        .into_iter()
+        .map(|c| Cell {
+            name: format!("rtt-b{}-{}", c[0], c[1]),
+            run: "rtt".into(),
+            at: vec![(0, c[0]), (1, c[1])],
+            levels: Default::default(),
+        })
+        .collect();
+    Design {
+        factors,
+        cells,
+        repeat: 3,
+        order: Order::Interleaved,
+    }
+}
+
+/// A pingpong result of one 1000-byte point whose median round trip is `rtt_ns`.
+fn result(rtt_ns: f64) -> RunResult {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/tcp-pingpong.json"
+    );
+    let mut r = results::load(&std::fs::read_to_string(path).unwrap()).unwrap();
+    r.points.truncate(1);
+    r.points[0].size = 1000;
+    let l = r.points[0].latency.as_mut().unwrap();
+    l.rtt_ns.p50 = rtt_ns;
+    r
+}
+
+fn observed(d: &Design) -> Vec<(usize, u32, RunResult)> {
+    let mut v = Vec::new();
+    for ci in 0..d.cells.len() {
+        for rep in 1..=3u32 {
+            let loaded = d.cells[ci].at[1].1 as f64;
+            let base = 100e3 * (1.0 + ci as f64) * (1.0 + 9.0 * loaded);
+            v.push((ci, rep, result(base * (1.0 + 0.01 * rep as f64))));
+        }
+    }
+    v
+}
+
+fn spec(x: &str, series: Option<&str>) -> FigureSpec {
+    FigureSpec {
+        id: "f".into(),
+        title: None,
+        y: "rtt_p50".into(),
+        x: x.into(),
+        series: series.map(String::from),
+        panels: None,
+        size: None,
+        log_x: None,
+        log_y: None,
+    }
+}
+
+#[test]
+fn the_metric_against_a_numeric_factor_has_a_series_per_level_with_error_bars() {
+    let d = design(4);
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let drawn = draw(&spec("band", Some("load")), &d, &obs).unwrap();
+    assert_eq!(drawn.title, "Round trip, median against SO_PRIORITY band");
+    assert_eq!(drawn.charts.len(), 1, "no other factor varies: one panel");
+    let c = &drawn.charts[0];
+    assert!(!c.bars, "numeric levels are drawn as lines");
+    assert_eq!(c.legend_title, "competing load:");
+    let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["idle", "band-0 stream"],
+        "the legend names only what varies"
+    );
+    let idle = &c.series[0];
+    assert_eq!(idle.points.len(), 4);
+    // Band 0, idle: repetitions at 101, 102, 103 µs → median 102 µs, interval 101–103 µs.
+    assert_eq!(idle.points[0], (0.0, 102e3));
+    let (x, lo, hi) = idle.errors[0];
+    assert_eq!(x, 0.0);
+    assert!(
+        (lo - 101e3).abs() < 1e-6 && (hi - 103e3).abs() < 1e-6,
+        "{lo} {hi}"
+    );
+    assert_eq!(c.x.unit.label(2.0), "band 2");
+    assert_eq!(c.x.title, "SO_PRIORITY band");
+    assert!(drawn.svg.contains("competing load:") && drawn.svg.contains("band-0 stream"));
+    assert!(drawn.svg.contains(r#"class="error-bar""#));
+    assert!(!drawn.svg.contains("198.18."), "no machine labels");
+}
+
+#[test]
+fn a_categorical_factor_is_drawn_as_grouped_bars_and_other_factors_as_panels() {
+    let d = design(3);
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let drawn = draw(&spec("load", None), &d, &obs).unwrap();
+    // band varies and is on no axis: one panel per band.
+    assert_eq!(drawn.charts.len(), 3);
+    assert_eq!(drawn.charts[1].title, "SO_PRIORITY band: band 1");
+    assert!(drawn.charts.iter().all(|c| c.bars));
+    assert_eq!(drawn.charts[0].x.unit.label(1.0), "band-0 stream");
+    assert!(drawn.svg.contains(r#"class="panel""#) && drawn.svg.contains(r#"class="bar""#));
+}
+
+#[test]
+fn more_than_six_series_become_small_multiples() {
+    let d = design(8);
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let drawn = draw(&spec("load", Some("band")), &d, &obs).unwrap();
+    let per_panel: Vec<usize> = drawn.charts.iter().map(|c| c.series.len()).collect();
+    assert_eq!(per_panel, [6, 2]);
+    assert_eq!(drawn.charts[1].series[0].label, "band 6");
+    assert_eq!(drawn.charts[0].title, "series 1–6");
+}

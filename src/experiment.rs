@@ -1,0 +1,356 @@
+//! The experiment half of `netsweep scenario`: what a check knows of each cell before it runs
+//! (its spec, so every claim resolves to a size the cell measures), the scenario kept beside
+//! its results (self-contained), and, from a results directory, the verdicts, the figures
+//! (SVG and PNG) and the page — written together, so they cannot disagree.
+
+use crate::atomic_file::write_atomic;
+use netsweep_lab::Scenario;
+use netsweep_model::experiment::claim::{self, CellFacts};
+use netsweep_model::experiment::{figure, metric, Observations, Outcome, Verdict};
+use netsweep_model::results::{self, RunResult};
+use netsweep_report::experiment::figures::{self, Drawn};
+use netsweep_report::experiment::page::{self, Page};
+use netsweep_report::plot::png;
+use std::path::Path;
+
+/// Each cell's pattern and sizes, from its arguments as `netsweep run` would parse them.
+pub fn cell_facts(s: &Scenario) -> Result<Vec<CellFacts>, String> {
+    let mut facts = Vec::new();
+    for (ci, cell) in s.design.cells.iter().enumerate() {
+        let Some(run) = s.runs.iter().find(|r| r.cell == ci) else {
+            return Err(format!("cell {} has no run", cell.name));
+        };
+        let spec = crate::cmd_scenario::check_args(&run.args)
+            .map_err(|e| format!("run {:?} (cell {}): {e}", cell.run, cell.name))?;
+        facts.push(CellFacts {
+            pattern: spec.pattern,
+            sizes: spec.sizes,
+        });
+    }
+    Ok(facts)
+}
+
+/// Resolves every claim with the cells' facts: a claim naming a size a cell does not measure,
+/// or a figure its pattern does not, is an error here, before anything runs.
+pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
+    for (i, c) in s.claims.iter().enumerate() {
+        if let Some(expr) = &c.expr {
+            claim::resolve(expr, &s.design, &|cell| facts.get(cell).cloned())
+                .map_err(|e| format!("claim[{i}] `{}`: {e}", c.check))?;
+        }
+    }
+    for (i, f) in s.figures.iter().enumerate() {
+        if let Some(m) = metric::metric(&f.y) {
+            if !facts.iter().any(|x| m.measured_by(x.pattern)) {
+                return Err(format!(
+                    "figure[{i}] ({}): no cell's pattern measures {} (only {} does): pick a figure the cells measure",
+                    f.id,
+                    f.y,
+                    m.pattern_list()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every results file of the scenario's runs that exists: (cell, repetition, results).
+pub fn load_results(dir: &Path, s: &Scenario) -> Vec<(usize, u32, RunResult)> {
+    let mut out = Vec::new();
+    for r in &s.runs {
+        let names: Vec<String> = if r.clients > 1 {
+            (1..=r.clients)
+                .map(|i| format!("{}-{i}.json", r.name))
+                .collect()
+        } else {
+            vec![format!("{}.json", r.name)]
+        };
+        for n in names {
+            if let Some(res) = std::fs::read_to_string(dir.join(&n))
+                .ok()
+                .and_then(|t| results::load(&t).ok())
+            {
+                out.push((r.cell, r.repetition, res));
+            }
+        }
+    }
+    out
+}
+
+/// What writing a page produced.
+#[derive(Debug)]
+pub struct Written {
+    /// The claims' verdicts.
+    pub verdicts: Vec<Verdict>,
+    /// The page.
+    pub page: std::path::PathBuf,
+    /// Figure files written.
+    pub figures: Vec<std::path::PathBuf>,
+    /// Each cell's headline line for the terminal.
+    pub cells: Vec<String>,
+}
+
+/// Evaluates the claims, draws the figures and writes the page of `dir`'s results.
+pub fn write_page(
+    dir: &Path,
+    s: &Scenario,
+    failures: &[(String, String)],
+) -> Result<Written, String> {
+    let loaded = load_results(dir, s);
+    let mut obs = Observations::new(s.design.cells.len(), s.design.repeat);
+    for (cell, rep, r) in &loaded {
+        obs.add(*cell, *rep, r);
+    }
+    let facts: Vec<Option<CellFacts>> = (0..s.design.cells.len())
+        .map(|ci| {
+            let r = loaded.iter().find(|(c, _, _)| *c == ci).map(|x| &x.2)?;
+            Some(CellFacts {
+                pattern: r.spec.pattern,
+                sizes: obs.sizes(ci),
+            })
+        })
+        .collect();
+    let verdicts: Vec<Verdict> = s
+        .claims
+        .iter()
+        .map(|c| {
+            let resolved = c
+                .expr
+                .as_ref()
+                .map(|e| claim::resolve(e, &s.design, &|ci| facts.get(ci).cloned().flatten()));
+            let mut v = match (resolved, &c.expr) {
+                (Some(Ok(r)), Some(e)) => obs.verdict(e, &r),
+                (Some(Err(why)), _) => {
+                    undecided(format!("cannot be evaluated on these results: {why}"))
+                }
+                _ => undecided("not parsed".into()),
+            };
+            v.check = c.check.clone();
+            v.says = c.says.clone();
+            v.seed = c.seed.clone();
+            v
+        })
+        .collect();
+    let pattern = loaded
+        .first()
+        .map(|x| x.2.spec.pattern)
+        .unwrap_or(netsweep_model::spec::Pattern::Pingpong);
+    let several_sizes = (0..s.design.cells.len()).any(|c| obs.sizes(c).len() > 1);
+    let specs = if s.figures.is_empty() {
+        figure::defaults(&s.design, pattern, several_sizes)
+    } else {
+        s.figures.clone()
+    };
+    let fig_dir = dir.join("figures");
+    let mut drawn: Vec<Drawn> = Vec::new();
+    let mut files = Vec::new();
+    for spec in &specs {
+        let Some(d) = figures::draw(spec, &s.design, &obs) else {
+            continue;
+        };
+        let svg_path = fig_dir.join(format!("{}.svg", d.id));
+        write_atomic(&svg_path, &d.svg)
+            .map_err(|e| format!("cannot write {}: {e}", svg_path.display()))?;
+        let png_path = fig_dir.join(format!("{}.png", d.id));
+        let bytes = png::render(&d.svg, 1.5).map_err(|e| format!("{}: {e}", png_path.display()))?;
+        std::fs::write(&png_path, bytes)
+            .map_err(|e| format!("cannot write {}: {e}", png_path.display()))?;
+        files.extend([svg_path, png_path]);
+        drawn.push(d);
+    }
+    // The figures the cell table lists: each figure's y (against a factor), then the claims'.
+    let one_size = |ci: usize| match obs.sizes(ci)[..] {
+        [s] => Some(s),
+        _ => None,
+    };
+    let common =
+        one_size(0).filter(|s0| (0..s.design.cells.len()).all(|c| one_size(c) == Some(*s0)));
+    let mut headline: Vec<(&'static metric::Metric, Option<u64>)> = Vec::new();
+    for spec in specs.iter().filter(|f| f.x != figure::SIZE) {
+        if let Some(m) = metric::metric(&spec.y) {
+            let size = spec.size.or(common);
+            if size.is_some() && !headline.iter().any(|(h, z)| h.name == m.name && *z == size) {
+                headline.push((m, size));
+            }
+        }
+    }
+    if headline.is_empty() {
+        if let (Some(m), Some(size)) = (metric::metric(figure::headline(pattern)), common) {
+            headline.push((m, Some(size)));
+        }
+    }
+    let cells = terminal_cells(s, &obs, &headline);
+    let setup = setup(s);
+    let mut runs: Vec<(String, String)> = Vec::new();
+    for c in &s.design.cells {
+        if runs.iter().any(|(n, _)| *n == c.run) {
+            continue;
+        }
+        if let Some(r) = s.runs.iter().find(|r| s.design.cells[r.cell].run == c.run) {
+            let base: Vec<String> = r
+                .args
+                .iter()
+                .take(
+                    r.args.len()
+                        - s.design.cells[r.cell]
+                            .at
+                            .iter()
+                            .map(|&(f, l)| s.design.factors[f].levels[l].args.len())
+                            .sum::<usize>(),
+                )
+                .cloned()
+                .collect();
+            runs.push((c.run.clone(), base.join(" ")));
+        }
+    }
+    let provenance = provenance(&loaded);
+    let regenerate = format!("netsweep scenario page {}", dir.display());
+    let text = page::render(&Page {
+        name: &s.name,
+        title: s.title.as_deref(),
+        description: s.description.as_deref(),
+        notes: s.notes.as_deref(),
+        setup: &setup,
+        runs: &runs,
+        design: &s.design,
+        obs: &obs,
+        verdicts: &verdicts,
+        figures: &drawn,
+        figure_dir: "figures",
+        headline,
+        failures,
+        regenerate: &regenerate,
+        provenance: &provenance,
+    });
+    let page_path = dir.join("page.md");
+    write_atomic(&page_path, &text)
+        .map_err(|e| format!("cannot write {}: {e}", page_path.display()))?;
+    Ok(Written {
+        verdicts,
+        page: page_path,
+        figures: files,
+        cells,
+    })
+}
+
+fn undecided(reason: String) -> Verdict {
+    Verdict {
+        check: String::new(),
+        says: None,
+        seed: None,
+        outcome: Outcome::Undecided,
+        reason,
+        left: None,
+        right: None,
+        statistic: None,
+        statistic_is: String::new(),
+        threshold: String::new(),
+        unit: metric::MetricUnit::Plain,
+    }
+}
+
+/// One line per cell: its headline figure's median and spread.
+fn terminal_cells(
+    s: &Scenario,
+    obs: &Observations<'_>,
+    headline: &[(&'static metric::Metric, Option<u64>)],
+) -> Vec<String> {
+    let Some((m, size)) = headline.first() else {
+        return Vec::new();
+    };
+    (0..s.design.cells.len())
+        .map(|ci| {
+            let what = match obs.spread(ci, m, *size) {
+                Some(sp) => format!(
+                    "{} median {} (mean {}, {} – {}, n = {})",
+                    m.name,
+                    m.unit.format(sp.median),
+                    m.unit.format(sp.mean),
+                    m.unit.format(sp.min),
+                    m.unit.format(sp.max),
+                    sp.n
+                ),
+                None => format!("{}: not measured", m.name),
+            };
+            format!("{:<28} {what}", s.design.cells[ci].name)
+        })
+        .collect()
+}
+
+/// The lab in lines: hosts, links with MTU, rate and classes, tunnels.
+fn setup(s: &Scenario) -> Vec<String> {
+    let t = &s.topology;
+    let mut out = vec![format!(
+        "hosts: {}",
+        t.hosts
+            .iter()
+            .map(|h| if h.router {
+                format!("{} (router)", h.name)
+            } else {
+                h.name.clone()
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    for l in &t.links {
+        let mut line = format!("link `{}`: {} — {}, MTU {}", l.name, l.a, l.b, l.mtu);
+        if let Some(r) = l.rate {
+            line.push_str(
+                &format!(", shaped to {} ({:?}, {:?})", r, l.shaper, l.direction).to_lowercase(),
+            );
+        }
+        for c in &l.classes {
+            line.push_str(&format!(
+                "; class for SO_PRIORITY {}: rate {}, ceil {}, htb prio {}",
+                c.priority, c.rate, c.ceil, c.prio
+            ));
+        }
+        if let Some(loss) = &l.loss {
+            line.push_str(&format!(", random loss {}", loss.probability));
+        }
+        out.push(line);
+    }
+    for tu in &s.topology.tunnels {
+        out.push(format!(
+            "tunnel `{}`: {} — {} (VXLAN){}",
+            tu.name,
+            tu.a,
+            tu.b,
+            tu.mtu.map(|m| format!(", MTU {m}")).unwrap_or_default()
+        ));
+    }
+    for f in &s.design.factors {
+        if let netsweep_model::experiment::FactorKind::Lab { path } = &f.kind {
+            out.push(format!("`{path}` varies with the factor \"{}\"", f.label));
+        }
+    }
+    out
+}
+
+/// Tool, hosts and times the results record.
+fn provenance(loaded: &[(usize, u32, RunResult)]) -> Vec<String> {
+    let Some((_, _, r)) = loaded.first() else {
+        return vec!["no results were found".into()];
+    };
+    let first = loaded
+        .iter()
+        .map(|x| x.2.started_at.as_str())
+        .min()
+        .unwrap_or("");
+    let last = loaded
+        .iter()
+        .filter_map(|x| x.2.finished_at.as_deref())
+        .max()
+        .unwrap_or("");
+    vec![
+        format!(
+            "measured by {} {}, {first} to {last}",
+            r.tool.name, r.tool.version
+        ),
+        format!(
+            "client host: {} ({} CPUs, {}), kernel {}",
+            r.client.hostname, r.client.cpu_count, r.client.cpu_model, r.client.kernel
+        ),
+        format!("{} results files", loaded.len()),
+    ]
+}
