@@ -55,7 +55,10 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     ("netsweep-report", &["netsweep-model", "netsweep-proto"]),
-    ("netsweep-lab", &["netsweep-emu", "netsweep-model", "netsweep-tool"]),
+    (
+        "netsweep-lab",
+        &["netsweep-emu", "netsweep-model", "netsweep-tool"],
+    ),
     ("netsweep-emu", &[]),
     ("netsweep-iperf3", &[]),
 ];

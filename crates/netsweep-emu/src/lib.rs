@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod frame;
 pub mod path;
 pub mod rng;
 pub mod run;

@@ -6,7 +6,8 @@
 //! quarter second and when the loop stops.
 
 use crate::config::Config;
-use crate::path::{band_of, protocol_of, Path, Release};
+use crate::frame::{band_of, protocol_of};
+use crate::path::{Path, Release};
 use crate::stats::{DirectionReport, Report};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};

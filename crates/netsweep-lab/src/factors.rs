@@ -309,12 +309,14 @@ fn level(
     })
 }
 
-/// `links.<link>.<field>` or `tunnels.<tunnel>.<field>` of a link or tunnel that exists.
+/// `links.<link>.<field>` or `tunnels.<tunnel>.<field>` of a link or tunnel that exists; a
+/// field may be one of a table's (`links.<link>.emulate.queue`).
 fn check_lab_path(path: &str, topology: &Topology) -> Result<(), String> {
     let parts: Vec<&str> = path.split('.').collect();
     let ok_field = |f: &str| !f.is_empty() && f.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+    let fields_ok = parts.len() >= 3 && parts[2..].iter().all(|f| ok_field(f));
     match parts[..] {
-        ["links", name, field] if ok_field(field) => {
+        ["links", name, ..] if fields_ok => {
             if topology.links.iter().any(|l| l.name == name) {
                 Ok(())
             } else {
@@ -324,7 +326,7 @@ fn check_lab_path(path: &str, topology: &Topology) -> Result<(), String> {
                 ))
             }
         }
-        ["tunnels", name, field] if ok_field(field) => {
+        ["tunnels", name, ..] if fields_ok => {
             if topology.tunnels.iter().any(|t| t.name == name) {
                 Ok(())
             } else {
@@ -332,7 +334,7 @@ fn check_lab_path(path: &str, topology: &Topology) -> Result<(), String> {
             }
         }
         _ => Err(format!(
-            "lab = \"{path}\": name a property as links.<link>.<field> (e.g. links.client-server.rate) or tunnels.<tunnel>.<field>"
+            "lab = \"{path}\": name a property as links.<link>.<field> (e.g. links.client-server.rate, links.client-server.emulate.delay) or tunnels.<tunnel>.<field>"
         )),
     }
 }
@@ -346,7 +348,10 @@ pub(crate) fn variant(
     let mut t = base.clone();
     for (path, value) in sets {
         let parts: Vec<&str> = path.split('.').collect();
-        let [list, name, field] = parts[..] else {
+        let [list, name, ref fields @ ..] = parts[..] else {
+            return Err(format!("{path}: not a property path"));
+        };
+        let Some((field, tables)) = fields.split_last() else {
             return Err(format!("{path}: not a property path"));
         };
         let index = match list {
@@ -360,7 +365,16 @@ pub(crate) fn variant(
             .and_then(|a| a.get_mut(index))
             .and_then(Value::as_table_mut)
             .ok_or_else(|| format!("{path}: no such entry"))?;
-        entry.insert(field.to_string(), (*value).clone());
+        // Down the tables a nested field sits in (made when the base has none).
+        let mut at = entry;
+        for t in tables {
+            at = at
+                .entry(t.to_string())
+                .or_insert_with(|| Value::Table(toml::Table::new()))
+                .as_table_mut()
+                .ok_or_else(|| format!("{path}: {t} is not a table"))?;
+        }
+        at.insert(field.to_string(), (*value).clone());
     }
     let text = toml::to_string(&t).map_err(|e| e.to_string())?;
     crate::parse::parse_text(&text, None).map_err(|e| {

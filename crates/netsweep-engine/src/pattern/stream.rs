@@ -243,11 +243,10 @@ pub fn receiver_trial(
                         }
                     }
                 }
-                // A client that keeps sending never lets a receive time out: the end of the
-                // session is looked for on every pass too (one relaxed load).
-                if signals.is_aborted()
-                    || (signals.is_ended() && done(datagram, &c, account, signals))
-                {
+                // The session's end too, on every pass: a trickling client never lets a
+                // receive time out.
+                let ended = signals.is_ended() && done(datagram, &c, account, signals);
+                if ended || signals.is_aborted() {
                     break;
                 }
             }
