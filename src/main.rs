@@ -3,6 +3,7 @@
 
 mod atomic_file;
 mod cli;
+mod cli_serve;
 mod cmd_compare;
 mod cmd_docs;
 mod cmd_lab;
