@@ -101,9 +101,9 @@ pub fn main(a: ServeArgs) -> ExitCode {
             } else {
                 format!("up to {max_sessions} runs at once")
             };
-            let also = iperf3_at.as_ref().map_or(String::new(), |a| {
-                format!(", and for iperf3 clients on {a}")
-            });
+            let also = iperf3_at
+                .as_ref()
+                .map_or(String::new(), |a| format!(" and for iperf3 clients on {a}"));
             eprintln!(
                 "netsweep serve: listening on {bound}{also} ({limit}; sessions may hold {} in \
                  all, {} each, {} threads, {} file descriptors; Ctrl-C stops)",

@@ -97,6 +97,11 @@ impl Waiting {
     }
 }
 
+/// Most iperf3 handshakes (cookie and parameters) one address holds before its newest cuts its
+/// oldest short: half of all, so a monitoring host may start a few dozen clients at once and
+/// a flood from one address still leaves the other half to everyone else.
+const MAX_HANDSHAKES_PER_IP: usize = super::MAX_HANDSHAKES / 2;
+
 /// What the iperf3 port's threads share with the server.
 pub(super) struct Shared {
     pub(super) admission: Arc<Admission>,
@@ -117,7 +122,7 @@ pub(super) fn serve(l: Listeners, shared: Shared, stop: Arc<AtomicBool>) -> io::
             .name("netsweep-i3-udp".into())
             .spawn(move || udp_connects(&sock, &w, &stop))?
     };
-    let handshakes = Arc::new(Handshakes::default());
+    let handshakes = Arc::new(Handshakes::with_per_ip(MAX_HANDSHAKES_PER_IP));
     let shared = Arc::new(shared);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Relaxed) {
