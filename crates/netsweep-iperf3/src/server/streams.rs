@@ -220,14 +220,24 @@ fn blocked(e: &io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
 
-/// Sleeps until `bytes` sent since `start` keeps the stream at its rate (at most one tick).
-/// True when it slept (the caller looks at its stop flag again).
-fn pace(rate_bps: u64, start: Instant, bytes: u64) -> bool {
+/// The most a paced sender falls behind its schedule before the rest is forgiven: after a
+/// pause (descheduled on a busy host) it catches up by at most this much data at once, so a
+/// receiver's buffer is not flooded by a burst the client never asked for.
+const MAX_DEBT: Duration = Duration::from_millis(10);
+
+/// Sleeps until `bytes` sent since `start` keeps the stream at its rate (at most one tick);
+/// `start` moves on by any debt beyond [`MAX_DEBT`]. True when it slept (the caller looks at
+/// its stop flag again).
+fn pace(rate_bps: u64, start: &mut Instant, bytes: u64) -> bool {
     if rate_bps == 0 {
         return false;
     }
-    let due = start + Duration::from_secs_f64(bytes as f64 * 8.0 / rate_bps as f64);
+    let due = *start + Duration::from_secs_f64(bytes as f64 * 8.0 / rate_bps as f64);
     let now = Instant::now();
+    if due + MAX_DEBT < now {
+        *start += now - MAX_DEBT - due;
+        return false;
+    }
     if due <= now {
         return false;
     }
@@ -253,11 +263,12 @@ fn tcp_send(
     sh: &Shared,
 ) -> Result<(), String> {
     let mut sent = 0u64;
+    let mut paced = start;
     let mut progress = Instant::now();
     'blocks: while !sh.stop_send.load(Relaxed) {
         // A burst goes back to back; pacing waits only between bursts.
         if sent.is_multiple_of(p.len as u64 * u64::from(p.burst.max(1)))
-            && pace(p.rate_bps, start, sent)
+            && pace(p.rate_bps, &mut paced, sent)
         {
             continue;
         }
@@ -359,8 +370,9 @@ fn udp_send(
 ) -> Result<(), String> {
     let mut seq = 0u64;
     let mut sent = 0u64;
+    let mut paced = start;
     while !sh.stop_send.load(Relaxed) {
-        if seq.is_multiple_of(u64::from(p.burst.max(1))) && pace(p.rate_bps, start, sent) {
+        if seq.is_multiple_of(u64::from(p.burst.max(1))) && pace(p.rate_bps, &mut paced, sent) {
             continue;
         }
         seq += 1;
