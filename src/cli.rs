@@ -62,6 +62,11 @@ With --lab, rank i measures from the i-th non-router host of a lab (`netsweep la
 namespace. Needs a build with `--features mpi` (Open MPI); docs/mesh.md has the details."
     )]
     Mesh(Box<MeshArgs>),
+    /// A Prometheus probe: /probe?target=HOST runs a short test, /metrics describes itself.
+    #[command(
+        long_about = "A Prometheus probe, used as the blackbox exporter is: /probe?target=HOST[:PORT] runs a short netsweep test against a `netsweep serve` there (target=iperf3://HOST[:PORT]: an iperf3 test against an `iperf3 -s`) and answers its OpenMetrics — throughput both ways (pattern=bidir, the default), latency percentiles (pattern=pingpong), loss (transport=udp), TCP retransmits, CPU, the test's duration and netsweep_probe_success. Parameters: target, port, transport (tcp, udp), pattern (bidir, stream, pingpong), size, duration (100ms..--max-duration), reverse (stream). /metrics gives the exporter's own counters. docs/prometheus.md has the Prometheus configuration and a Grafana dashboard (packaging/grafana/netsweep.json)."
+    )]
+    Exporter(crate::cli_exporter::ExporterArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         long_about = "Print a shell completion script, generated from this command line.\n\n\

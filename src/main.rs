@@ -3,9 +3,11 @@
 
 mod atomic_file;
 mod cli;
+mod cli_exporter;
 mod cli_serve;
 mod cmd_compare;
 mod cmd_docs;
+mod cmd_exporter;
 mod cmd_lab;
 mod cmd_list;
 mod cmd_mesh;
@@ -14,6 +16,7 @@ mod cmd_run;
 mod cmd_scenario;
 mod cmd_serve;
 mod colour;
+mod exporter_query;
 mod iperf3_run;
 mod mpi_run;
 mod output_path;
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
             | cli::Command::Serve(_)
             | cli::Command::Scenario(_)
             | cli::Command::Mesh(_)
+            | cli::Command::Exporter(_)
     ) {
         signal::quiet_broken_pipe();
     }
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         cli::Command::Lab(args) => cmd_lab::main(args),
         cli::Command::Scenario(args) => cmd_scenario::main(args),
         cli::Command::Mesh(args) => cmd_mesh::main(*args),
+        cli::Command::Exporter(args) => cmd_exporter::main(args),
         cli::Command::Completions(args) => cmd_docs::completions(args),
         cli::Command::Man(args) => cmd_docs::man(args),
     }

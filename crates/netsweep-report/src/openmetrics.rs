@@ -163,6 +163,26 @@ pub fn render(run: &RunResult) -> String {
             m.sample("netsweep_loss_ratio", &at(p), l.ratio);
         }
     }
+    let receiver: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.receiver_mbps.as_ref().map(|e| (p, e.mean)))
+        .collect();
+    if !receiver.is_empty() {
+        m.family(
+            "netsweep_receiver_throughput_bits_per_second",
+            "gauge",
+            "Stream and bidir: the client-to-server direction's receiver rate (-R: the \
+             server-to-client direction's).",
+        );
+        for (p, v) in receiver {
+            m.sample(
+                "netsweep_receiver_throughput_bits_per_second",
+                &at(p),
+                v * 1e6,
+            );
+        }
+    }
     let reverse: Vec<_> = run
         .points
         .iter()
