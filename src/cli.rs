@@ -10,6 +10,7 @@ use netsweep_model::background::BackgroundSpec;
 use std::time::Duration;
 
 pub use crate::cli_lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
+pub use crate::cli_serve::{AllowArg, LogFormatArg, ServeArgs};
 
 /// Default TCP port of `netsweep serve`'s control connection.
 pub const DEFAULT_PORT: u16 = 7200;
@@ -62,6 +63,11 @@ With --lab, rank i measures from the i-th non-router host of a lab (`netsweep la
 namespace. Needs a build with `--features mpi` (Open MPI); docs/mesh.md has the details."
     )]
     Mesh(Box<MeshArgs>),
+    /// A Prometheus probe: /probe?target=HOST runs a short test, /metrics describes itself.
+    #[command(
+        long_about = "A Prometheus probe, used as the blackbox exporter is: /probe?target=HOST[:PORT] runs a short netsweep test against a `netsweep serve` there (target=iperf3://HOST[:PORT]: an iperf3 test against an `iperf3 -s`) and answers its OpenMetrics — throughput both ways (pattern=bidir, the default), latency percentiles (pattern=pingpong), loss (transport=udp), TCP retransmits, CPU, the test's duration and netsweep_probe_success. Parameters: target, port, transport (tcp, udp), pattern (bidir, stream, pingpong), size, duration (100ms..--max-duration), reverse (stream). /metrics gives the exporter's own counters. docs/prometheus.md has the Prometheus configuration and a Grafana dashboard (packaging/grafana/netsweep.json)."
+    )]
+    Exporter(crate::cli_exporter::ExporterArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         long_about = "Print a shell completion script, generated from this command line.\n\n\
@@ -377,136 +383,6 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind: String,
-
-    /// Control port.
-    #[arg(long, default_value_t = DEFAULT_PORT)]
-    pub port: u16,
-
-    /// Serve one run, then exit (a client arriving meanwhile is told the server is busy).
-    #[arg(long, conflicts_with = "max_sessions")]
-    pub once: bool,
-
-    /// Most runs served at once (default: 4 per CPU; the startup line says how many); a
-    /// client beyond the limit is refused with a message naming it (and exits 1). Each run is
-    /// an isolated session with its own threads and buffers. Why 4 per CPU: a session's data
-    /// thread keeps a CPU busy only during its trials, so a few sessions per CPU share the
-    /// host, while the bound caps threads and buffer memory. Sessions whose trials overlap
-    /// share CPUs and measure each other: for clean figures, run clients one at a time or
-    /// give each its own --cpu.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_sessions: Option<u32>,
-
-    /// Most runs from one client address at once (default 4): one address cannot take every
-    /// slot. A client beyond it is refused with a message naming the limit.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
-          conflicts_with = "once")]
-    pub max_sessions_per_ip: Option<u32>,
-
-    /// Largest message size a client may ask for, e.g. 1M (default 64M): each session
-    /// allocates buffers of about this size. Beyond it a run is refused, naming the limit.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
-    pub max_size: Option<u64>,
-
-    /// Longest a session may last, e.g. 10m (default 1h; a bare number is seconds). Checked
-    /// between trials: a longer run ends with a message naming the limit, its points kept.
-    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
-    pub max_duration: Option<Duration>,
-
-    /// Most data connections one session may open with `--flows` (default 4096, the most
-    /// a client can ask): each costs a socket and its buffers. Beyond it a run is refused,
-    /// naming the limit.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub max_flows: Option<u32>,
-
-    /// Most traffic one session may move through this server, e.g. 100mbit (bits/s, tc units:
-    /// kbit, mbit, gbit; kbps, mbps… are bytes/s). Measured on the server after every trial,
-    /// both directions counted: a session that went faster ends with a message naming the
-    /// limit, its points kept. Off by default.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub max_rate: Option<u64>,
-
-    /// Most memory all sessions together may hold, e.g. 4G (default: half of what this
-    /// process may have: the least of the host's memory, its cgroup's memory.max and its
-    /// address-space limit after thread stacks). Every session's worst case — its message
-    /// buffers (the largest message × --batch, bidir's second buffer, a buffer per data
-    /// thread with --flows), its transport's rings and shared-memory files — is computed from
-    /// its hello and reserved before it is admitted; a client beyond is told the server is
-    /// busy, naming the limit. The startup line prints the budget.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
-    pub max_memory: Option<u64>,
-
-    /// Most memory one session may hold, e.g. 256M (default 1G, or a quarter of
-    /// --max-memory if that is less). A run asking more (large sizes × --batch, many
-    /// --threads) is refused, naming what it would hold and what to change.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
-    pub max_session_memory: Option<u64>,
-
-    /// Most threads all sessions together may run (default 1024, or three quarters of the
-    /// cgroup's pids.max): a session runs 3, or 2 plus one per data thread with --flows.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(3..))]
-    pub max_threads: Option<u64>,
-
-    /// Let clients ask for more than a plain measurement, a comma-separated list:
-    /// host-transports (unix-*, shm and mpi for clients on other hosts — other network
-    /// namespaces of this host included), raw-transports (packet and xdp for clients on
-    /// other hosts), tos and priority (--tos, --priority on this server's sockets), cc (any
-    /// congestion control, not only net.ipv4.tcp_allowed_congestion_control), host-facts
-    /// (hostname, boot id, kernel, CPU, interfaces and sysctls to clients that did not
-    /// authenticate; with --auth-key they always get them), or all. Refused otherwise, by
-    /// name.
-    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',')]
-    pub allow: Vec<AllowArg>,
-
-    /// Require clients to prove they hold the key in FILE (their `run --auth-key FILE`):
-    /// a client without it gets a refusal, logged with its address, and never a session.
-    /// Off by default; without it anyone who reaches the port can run measurements.
-    #[arg(long, value_name = "FILE", value_parser = crate::parse::auth_key)]
-    pub auth_key: Option<AuthKey>,
-
-    /// How the log on stderr is written: text (a line per session start, end, failure and
-    /// refusal, with a UTC timestamp) or json (one object per line: ts, event, session, peer,
-    /// reason).
-    #[arg(long, value_enum, default_value = "text")]
-    pub log_format: LogFormatArg,
-
-    /// Print nothing but errors.
-    #[arg(short, long)]
-    pub quiet: bool,
-}
-
-/// `serve --allow`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AllowArg {
-    /// unix-*, shm and mpi for clients on other hosts.
-    HostTransports,
-    /// packet and xdp for clients on other hosts.
-    RawTransports,
-    /// --tos on the server's sockets.
-    Tos,
-    /// --priority on the server's sockets.
-    Priority,
-    /// Any congestion control the kernel has.
-    Cc,
-    /// The host's facts to clients that did not authenticate.
-    HostFacts,
-    /// All of the above.
-    All,
-}
-
-/// `serve --log-format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormatArg {
-    /// For people.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-#[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Saved results files (JSON); several are overlaid in the plots and the HTML report.
     #[arg(required = true, value_name = "FILE")]
@@ -558,7 +434,7 @@ pub struct CompareArgs {
 }
 
 /// `--max-rate`: a rate in tc's units, as bits per second (at least 1 kbit/s).
-fn parse_rate(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<u64, String> {
     let r = netsweep_lab::Rate::parse(s)?;
     if r.bits_per_sec < 1000 {
         return Err(format!("'{s}' is below 1kbit: give a rate such as 100mbit"));

@@ -1,11 +1,12 @@
-//! `netsweep serve`: listens for `netsweep run` clients until Ctrl-C.
+//! `netsweep serve`: listens for `netsweep run` clients (and, with `--iperf3`, for iperf3
+//! clients) until Ctrl-C.
 
 use crate::cli::{AllowArg, LogFormatArg, ServeArgs};
 use crate::{failure, signal, usage_error};
 use netsweep_engine::server::budget::bytes;
 use netsweep_engine::server::{
-    default_max_sessions, serve, HostLimits, LogFormat, Policy, ServeOptions, ServerLimits,
-    DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
+    default_max_sessions, iperf3, serve_with, HostLimits, LogFormat, Policy, ServeOptions,
+    ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
 };
 use netsweep_model::time;
 use netsweep_transport::Registry;
@@ -34,6 +35,30 @@ pub fn main(a: ServeArgs) -> ExitCode {
             ))
         }
     };
+    let iperf3 = match a.iperf3 {
+        None => None,
+        Some(port) => match iperf3::Listeners::bind(SocketAddr::new(ip, port)) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                return failure(format!(
+                    "cannot listen for iperf3 clients on {ip}:{port} (TCP and UDP): {e} (is \
+                     `iperf3 -s` running there? stop it, or give --iperf3 another port)"
+                ))
+            }
+        },
+    };
+    if let Some(dir) = &a.iperf3_results {
+        if !dir.is_dir() {
+            return usage_error(format!(
+                "--iperf3-results {}: not a directory; create it first",
+                dir.display()
+            ));
+        }
+    }
+    let iperf3_at = iperf3
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.to_string());
     // The server polls the flag the first SIGINT/SIGTERM sets.
     let stop = signal::install();
     let max_sessions = a
@@ -67,6 +92,7 @@ pub fn main(a: ServeArgs) -> ExitCode {
                 "max_session_memory": session_memory,
                 "max_threads": budget.threads,
                 "max_fds": budget.fds,
+                "iperf3_addr": iperf3_at,
             });
             eprintln!("{line}");
         } else {
@@ -75,9 +101,12 @@ pub fn main(a: ServeArgs) -> ExitCode {
             } else {
                 format!("up to {max_sessions} runs at once")
             };
+            let also = iperf3_at
+                .as_ref()
+                .map_or(String::new(), |a| format!(" and for iperf3 clients on {a}"));
             eprintln!(
-                "netsweep serve: listening on {bound} ({limit}; sessions may hold {} in all, {} \
-                 each, {} threads, {} file descriptors; Ctrl-C stops)",
+                "netsweep serve: listening on {bound}{also} ({limit}; sessions may hold {} in \
+                 all, {} each, {} threads, {} file descriptors; Ctrl-C stops)",
                 bytes(budget.memory),
                 bytes(session_memory),
                 budget.threads,
@@ -111,8 +140,9 @@ pub fn main(a: ServeArgs) -> ExitCode {
         first_session_within: None,
         policy,
         budget,
+        iperf3_results: a.iperf3_results,
     };
-    match serve(listener, Arc::new(Registry), opts, stop) {
+    match serve_with(listener, iperf3, Arc::new(Registry), opts, stop) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => failure(format!("server failed: {e}")),
     }

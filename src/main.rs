@@ -4,8 +4,11 @@
 mod atomic_file;
 mod cli;
 mod cli_lab;
+mod cli_exporter;
+mod cli_serve;
 mod cmd_compare;
 mod cmd_docs;
+mod cmd_exporter;
 mod cmd_lab;
 mod cmd_list;
 mod cmd_mesh;
@@ -15,6 +18,7 @@ mod cmd_scenario;
 mod cmd_serve;
 mod colour;
 mod experiment;
+mod exporter_query;
 mod iperf3_run;
 mod mpi_run;
 mod output_path;
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
             | cli::Command::Serve(_)
             | cli::Command::Scenario(_)
             | cli::Command::Mesh(_)
+            | cli::Command::Exporter(_)
     ) {
         signal::quiet_broken_pipe();
     }
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
         cli::Command::Lab(args) => cmd_lab::main(args),
         cli::Command::Scenario(args) => cmd_scenario::main(args),
         cli::Command::Mesh(args) => cmd_mesh::main(*args),
+        cli::Command::Exporter(args) => cmd_exporter::main(args),
         cli::Command::Completions(args) => cmd_docs::completions(args),
         cli::Command::Man(args) => cmd_docs::man(args),
     }

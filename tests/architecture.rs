@@ -49,6 +49,7 @@ const RULES: &[(&str, &[&str])] = &[
         "netsweep-engine",
         &[
             "netsweep-endpoint",
+            "netsweep-iperf3",
             "netsweep-model",
             "netsweep-proto",
             "netsweep-tool",

@@ -2,6 +2,7 @@
 //! hard prerequisite checks of the tests that are `#[ignore]`d unless `./run-tests` runs them.
 #![allow(dead_code)]
 
+pub mod iperf3;
 pub mod serve;
 
 use std::path::{Path, PathBuf};

@@ -85,23 +85,34 @@ impl Control {
 /// A fresh cookie from the kernel's random source.
 fn new_cookie() -> [u8; COOKIE_SIZE] {
     let mut r = [0u8; COOKIE_SIZE - 1];
-    // SAFETY: getrandom writes at most r.len() bytes into the live buffer r.
-    let n = unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) };
-    if n != r.len() as isize {
-        // Unreachable on Linux ≥ 3.17 for 36 bytes; fall back to the clock so a cookie exists.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        for (i, b) in r.iter_mut().enumerate() {
-            *b = (t >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(37);
-        }
-    }
+    fill_random(&mut r);
     wire::cookie_from(&r)
 }
 
+/// Fills `buf` from the kernel's random source (getrandom, in pieces of at most 32 MiB); on
+/// the unreachable failure (Linux ≥ 3.17) from the clock, so the bytes still differ per call.
+pub(crate) fn fill_random(buf: &mut [u8]) {
+    let mut done = 0;
+    while done < buf.len() {
+        let want = (buf.len() - done).min(32 << 20);
+        // SAFETY: getrandom writes at most `want` bytes into the live buffer from `done`.
+        let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), want, 0) };
+        if n <= 0 {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            for (i, b) in buf[done..].iter_mut().enumerate() {
+                *b = (t >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(37);
+            }
+            return;
+        }
+        done += n as usize;
+    }
+}
+
 /// This thread's CPU time (user, system).
-fn thread_cpu() -> (Duration, Duration) {
+pub(crate) fn thread_cpu() -> (Duration, Duration) {
     // SAFETY: rusage is plain data; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to a live rusage.

@@ -4,6 +4,7 @@
 
 use crate::error::Iperf3Error;
 use crate::outcome::{ClientMeasure, Role};
+use crate::server::sockets::set_int;
 use crate::wire::{self, Bound, ClientStreamResult, COOKIE_SIZE};
 use crate::TestParams;
 use std::io::{ErrorKind, Read, Write};
@@ -17,20 +18,6 @@ pub(crate) enum DataConn {
     Tcp(TcpStream),
     /// UDP, connected, the server's reply received.
     Udp(UdpSocket),
-}
-
-fn setsockopt_int(fd: i32, level: i32, name: i32, v: i32) {
-    // SAFETY: setsockopt with a pointer to a live c_int and its size; failure is harmless
-    // (the kernel default stays).
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
 }
 
 impl DataConn {
@@ -62,8 +49,9 @@ impl DataConn {
         .expect("an address");
         let s = UdpSocket::bind(bind).map_err(e("opening the UDP data socket"))?;
         let fd = s.as_raw_fd();
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
+        // Failure is harmless: the kernel default stays.
+        let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
+        let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
         s.connect(addr)
             .map_err(e("connecting the UDP data socket"))?;
         s.set_read_timeout(Some(t))
@@ -138,7 +126,7 @@ fn outq(s: &TcpStream) -> i32 {
 }
 
 /// The kernel's total retransmissions on a TCP socket.
-fn total_retrans(s: &TcpStream) -> Option<u64> {
+pub(crate) fn total_retrans(s: &TcpStream) -> Option<u64> {
     // SAFETY: tcp_info is plain data; getsockopt fills up to len bytes of it.
     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;

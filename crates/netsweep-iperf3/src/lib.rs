@@ -1,14 +1,18 @@
-//! netsweep speaking iperf3's control protocol: one test (one stream, TCP or UDP, forward or
-//! reverse) against an unmodified `iperf3 -s`, returning what this client measured and what the
-//! server reported. The protocol's bytes are in [`wire`] (sans-IO), the results in
-//! [`outcome`], the sockets in `control` (the state sequence) and `data` (the data loops).
-//! docs/iperf3.md describes what is spoken and what is not.
+//! netsweep speaking iperf3's control protocol, both roles. As client: one test (one stream,
+//! TCP or UDP, forward or reverse) against an unmodified `iperf3 -s`, returning what this
+//! client measured and what the server reported. As server ([`server`]): whole tests for
+//! unmodified `iperf3 -c` clients, under bounds its caller sets. The protocol's bytes are in
+//! [`wire`] and [`request`] (sans-IO, pure parsers), the results in [`outcome`], the client's
+//! sockets in `control` (the state sequence) and `data` (the data loops). No policy lives
+//! here: what a server allows is its caller's. docs/iperf3.md describes what is spoken.
 #![warn(missing_docs)]
 
 mod control;
 mod data;
 pub mod error;
 pub mod outcome;
+pub mod request;
+pub mod server;
 pub mod wire;
 
 pub use control::run_test;

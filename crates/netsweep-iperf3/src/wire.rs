@@ -234,6 +234,79 @@ pub fn udp_header(buf: &[u8]) -> Option<(u32, u32, u64)> {
     Some((u(0..4), u(4..8), seq))
 }
 
+/// Bytes of the UDP data header with iperf3's default 32-bit sequence numbers.
+pub const UDP_HEADER_32: usize = 12;
+
+/// Writes the UDP data header with a 64-bit (`--udp-counters-64bit`) or a 32-bit sequence
+/// number (iperf3's default; the number wraps as iperf3's does). `buf` must hold the header
+/// (16 bytes: iperf3's smallest datagram).
+pub fn put_udp_header_sized(buf: &mut [u8], sec: u32, usec: u32, seq: u64, counters_64bit: bool) {
+    if counters_64bit {
+        put_udp_header(buf, sec, usec, seq);
+    } else if buf.len() >= UDP_HEADER_32 {
+        buf[0..4].copy_from_slice(&sec.to_be_bytes());
+        buf[4..8].copy_from_slice(&usec.to_be_bytes());
+        buf[8..12].copy_from_slice(&(seq as u32).to_be_bytes());
+    }
+}
+
+/// A UDP receiver's accounting of iperf3's data header, as iperf3 keeps it: the highest
+/// sequence number, datagrams missing below it (a late one makes up for a gap), late ones,
+/// and RFC 3550 interarrival jitter (from the second datagram on; iperf3 counts the first
+/// datagram's transit as a jump). Pure: [`UdpReceiver::take`] is a function of the datagram
+/// and its arrival time, so a fuzz target reaches it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UdpReceiver {
+    /// The highest sequence number seen.
+    pub highest: u64,
+    /// Datagrams missing.
+    pub lost: u64,
+    /// Datagrams that arrived after a later one.
+    pub out_of_order: u64,
+    /// Jitter in seconds.
+    pub jitter: f64,
+    prev_transit: Option<f64>,
+}
+
+impl UdpReceiver {
+    /// Accounts one datagram that arrived at wall time (`sec`, `usec`); a datagram shorter
+    /// than the header moves nothing.
+    pub fn take(&mut self, d: &[u8], counters_64bit: bool, sec: u32, usec: u32) {
+        let need = if counters_64bit {
+            UDP_HEADER_64
+        } else {
+            UDP_HEADER_32
+        };
+        if d.len() < need {
+            return;
+        }
+        let u = |r: std::ops::Range<usize>| {
+            u32::from_be_bytes([d[r.start], d[r.start + 1], d[r.start + 2], d[r.start + 3]])
+        };
+        let seq = if counters_64bit {
+            (u64::from(u(8..12)) << 32) | u64::from(u(12..16))
+        } else {
+            u64::from(u(8..12))
+        };
+        if seq > self.highest {
+            self.lost = self.lost.saturating_add(seq - self.highest - 1);
+            self.highest = seq;
+        } else {
+            self.out_of_order += 1;
+            self.lost = self.lost.saturating_sub(1);
+        }
+        let transit =
+            (f64::from(sec) - f64::from(u(0..4))) + (f64::from(usec) - f64::from(u(4..8))) * 1e-6;
+        if let Some(prev) = self.prev_transit {
+            let jump = (transit - prev).abs();
+            if jump.is_finite() {
+                self.jitter += (jump - self.jitter) / 16.0;
+            }
+        }
+        self.prev_transit = Some(transit);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,5 +415,30 @@ mod tests {
         assert_eq!(udp_header(&b), Some((7, 999_999, (1 << 40) + 3)));
         assert_eq!(&b[8..16], &((1u64 << 40) + 3).to_be_bytes());
         assert_eq!(udp_header(&b[..15]), None);
+    }
+
+    #[test]
+    fn a_receiver_counts_gaps_late_datagrams_and_jitter_in_either_header() {
+        for wide in [false, true] {
+            let mut rx = UdpReceiver::default();
+            let mut d = [0u8; 20];
+            for (seq, usec) in [(1u64, 0u32), (2, 100), (5, 200), (4, 300), (6, 400)] {
+                put_udp_header_sized(&mut d, 10, usec, seq, wide);
+                rx.take(&d, wide, 10, usec + 50);
+            }
+            assert_eq!((rx.highest, rx.lost, rx.out_of_order), (6, 1, 1), "{wide}");
+            assert_eq!(rx.jitter, 0.0, "constant transit: no jitter");
+            rx.take(&d[..11], wide, 0, 0);
+            assert_eq!(rx.highest, 6, "a short datagram moves nothing");
+        }
+        let mut rx = UdpReceiver::default();
+        let mut d = [0u8; 16];
+        put_udp_header_sized(&mut d, 0, 0, u64::MAX, true);
+        rx.take(&d, true, u32::MAX, 999_999);
+        rx.take(&d, true, 0, 0);
+        assert_eq!(rx.highest, u64::MAX);
+        assert!(rx.jitter.is_finite());
+        put_udp_header_sized(&mut d, 1, 2, (1 << 32) + 7, false);
+        assert_eq!(&d[8..12], &7u32.to_be_bytes(), "32-bit counters wrap");
     }
 }

@@ -163,6 +163,90 @@ pub fn render(run: &RunResult) -> String {
             m.sample("netsweep_loss_ratio", &at(p), l.ratio);
         }
     }
+    let receiver: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.receiver_mbps.as_ref().map(|e| (p, e.mean)))
+        .collect();
+    if !receiver.is_empty() {
+        m.family(
+            "netsweep_receiver_throughput_bits_per_second",
+            "gauge",
+            "Stream and bidir: the client-to-server direction's receiver rate (-R: the \
+             server-to-client direction's).",
+        );
+        for (p, v) in receiver {
+            m.sample(
+                "netsweep_receiver_throughput_bits_per_second",
+                &at(p),
+                v * 1e6,
+            );
+        }
+    }
+    let reverse: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| p.reverse.as_ref().map(|r| (p, r)))
+        .collect();
+    if !reverse.is_empty() {
+        m.family(
+            "netsweep_reverse_throughput_bits_per_second",
+            "gauge",
+            "Bidir: the server-to-client direction's receiver rate (the series above without \
+             reverse_ are the client-to-server direction's).",
+        );
+        for (p, r) in &reverse {
+            m.sample(
+                "netsweep_reverse_throughput_bits_per_second",
+                &at(p),
+                r.receiver_mbps.mean * 1e6,
+            );
+        }
+        m.family(
+            "netsweep_reverse_sender_throughput_bits_per_second",
+            "gauge",
+            "Bidir: the rate at which the server's stack accepted bytes.",
+        );
+        for (p, r) in &reverse {
+            m.sample(
+                "netsweep_reverse_sender_throughput_bits_per_second",
+                &at(p),
+                r.sender_mbps.mean * 1e6,
+            );
+        }
+    }
+    m.family(
+        "netsweep_cpu_utilisation_ratio",
+        "gauge",
+        "CPU time of a side's data threads per wall time of the trials (1 = one core).",
+    );
+    for p in &run.points {
+        for (side, t) in [("client", &p.client), ("server", &p.server)] {
+            let labels = format!("{},side=\"{side}\"", at(p));
+            m.sample("netsweep_cpu_utilisation_ratio", &labels, t.cpu_utilisation);
+        }
+    }
+    let retrans: Vec<_> = run
+        .points
+        .iter()
+        .flat_map(|p| {
+            [("client", &p.client), ("server", &p.server)]
+                .into_iter()
+                .filter_map(move |(side, t)| t.tcp_retransmits.map(|r| (p, side, r)))
+        })
+        .collect();
+    if !retrans.is_empty() {
+        m.family(
+            "netsweep_tcp_retransmits",
+            "gauge",
+            "TCP segments a side retransmitted in the point's trials (TCP_INFO); DSACKed ones \
+             were not lost.",
+        );
+        for (p, side, r) in retrans {
+            let labels = format!("{},side=\"{side}\"", at(p));
+            m.sample("netsweep_tcp_retransmits", &labels, r as f64);
+        }
+    }
     let crr: Vec<_> = run
         .points
         .iter()

@@ -31,9 +31,10 @@ struct Entry {
 
 /// The registry of connections in their handshake; shared by the accept loop, which adds and
 /// evicts, and the handshake threads, which leave it when their handshake ends.
-#[derive(Default)]
 pub(super) struct Handshakes {
     queue: Mutex<VecDeque<Entry>>,
+    /// Most handshakes of one address ([`MAX_HANDSHAKES_PER_IP`] unless set).
+    per_ip: usize,
     /// Threads still in their handshake, evicted or not (an evicted one leaves within
     /// microseconds, once its blocked read sees the shutdown).
     threads: AtomicUsize,
@@ -65,13 +66,30 @@ impl Drop for Slot {
     }
 }
 
+impl Default for Handshakes {
+    fn default() -> Self {
+        Self::with_per_ip(MAX_HANDSHAKES_PER_IP)
+    }
+}
+
 impl Handshakes {
+    /// A registry letting one address hold `per_ip` handshakes (the iperf3 port's: a
+    /// monitoring host starts many iperf3 clients at once, each a handshake until its
+    /// parameters are read).
+    pub(super) fn with_per_ip(per_ip: usize) -> Self {
+        Handshakes {
+            queue: Mutex::default(),
+            per_ip: per_ip.clamp(1, MAX_HANDSHAKES),
+            threads: AtomicUsize::new(0),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Entry>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Makes room for connection `n` from client `key` (cutting short the oldest handshake
-    /// of `key` when it holds [`MAX_HANDSHAKES_PER_IP`], and at the cap the oldest of the
+    /// of `key` when it holds its per-address limit, and at the cap the oldest of the
     /// address holding the most; waiting, at most `wait`, for their threads to end) and
     /// registers it. `None` if its socket cannot be cloned for the registry (the caller
     /// closes it).
@@ -85,7 +103,7 @@ impl Handshakes {
         let clone = stream.try_clone().ok()?;
         {
             let mut q = self.lock();
-            while q.iter().filter(|e| e.key == key).count() >= MAX_HANDSHAKES_PER_IP {
+            while q.iter().filter(|e| e.key == key).count() >= self.per_ip {
                 evict(&mut q, key);
             }
             while q.len() >= MAX_HANDSHAKES {

@@ -100,8 +100,14 @@ fn render(
                 (None, None) => String::new(),
             };
             let what = match event {
-                Event::SessionStart => who,
-                Event::SessionEnd => format!("{who} ended"),
+                Event::SessionStart => match reason {
+                    Some(r) => format!("{who}: {r}"),
+                    None => who,
+                },
+                Event::SessionEnd => match reason {
+                    Some(r) => format!("{who} ended: {r}"),
+                    None => format!("{who} ended"),
+                },
                 Event::SessionFailed => format!("{who} failed: {}", reason.unwrap_or("?")),
                 Event::Refused => format!("refused {who}: {}", reason.unwrap_or("?")),
                 Event::Error if who.is_empty() => reason.unwrap_or("?").to_string(),

@@ -6,12 +6,16 @@
 //! until the handshake timeout or a newer connection cuts it short ([`handshakes`]); a client
 //! beyond the session limit is told so. The session itself is in [`session`].
 
+mod admission;
 pub mod budget;
 mod handshakes;
+pub mod iperf3;
 mod log;
 pub mod plan;
 mod session;
 
+pub use admission::client_key;
+use admission::Admission;
 pub use budget::{Budget, Cost, HostLimits};
 use handshakes::{Handshakes, Slot};
 pub use handshakes::{MAX_HANDSHAKES, MAX_HANDSHAKES_PER_IP};
@@ -29,7 +33,7 @@ use netsweep_endpoint::TransportFactory;
 use session::{handshake, Grant, Session};
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -108,6 +112,9 @@ pub struct ServeOptions {
     /// What all sessions together may hold (`--max-memory`, `--max-threads`, the open-files
     /// limit).
     pub budget: Cost,
+    /// With `--iperf3`: write each iperf3 test's record into this directory
+    /// (`--iperf3-results`).
+    pub iperf3_results: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -124,6 +131,7 @@ impl Default for ServeOptions {
             first_session_within: None,
             policy: Policy::default(),
             budget: HostLimits::read().default_budget(),
+            iperf3_results: None,
         }
     }
 }
@@ -159,123 +167,6 @@ pub fn default_max_sessions() -> usize {
 /// leave room for a few while one address cannot take every slot of a larger server.
 pub const DEFAULT_MAX_SESSIONS_PER_IP: usize = 4;
 
-/// Counts one live thread of a kind while it exists: taken by the accept loop before the thread
-/// starts, dropped when the thread ends however it ends (error at any stage, or a panic).
-struct LiveGuard(Arc<AtomicUsize>);
-
-impl LiveGuard {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Self(count.clone())
-    }
-}
-
-/// Who may become a session: at most `limit` at once and `per_ip` from one address (an IPv6
-/// client's /64), only within the server's budget, and with `once` only one ever.
-struct Admission {
-    live: Arc<AtomicUsize>,
-    admitted: AtomicU64,
-    limit: usize,
-    per_ip: usize,
-    by_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
-    once: bool,
-    budget: Arc<Budget>,
-}
-
-/// An admitted session's hold on its slots: its address's count and the total, given back
-/// when the session ends however it ends.
-struct Admitted {
-    _live: LiveGuard,
-    ip: IpAddr,
-    by_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-/// The key one client is counted under: its IPv4 address (an IPv4-mapped one unwrapped), or
-/// the /64 of its IPv6 address — one subscriber's prefix, from which it can use as many
-/// addresses as it likes.
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(prefix.into())
-        }
-        v4 => v4,
-    }
-}
-
-/// A client key as people read it: `2001:db8::/64` for an IPv6 prefix.
-fn key_text(key: IpAddr) -> String {
-    match key {
-        IpAddr::V6(_) => format!("{key}/64"),
-        IpAddr::V4(_) => key.to_string(),
-    }
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        let mut by_ip = self.by_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = by_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                by_ip.remove(&self.ip);
-            }
-        }
-    }
-}
-
-impl Admission {
-    /// Slots for a connection from `ip` whose handshake is complete, or why not. Sessions are
-    /// admitted from many handshake threads: both counts move under one short lock, taken
-    /// only here and when a session ends — never while anything waits on a peer.
-    fn admit(&self, ip: IpAddr, cost: Cost) -> Result<(Admitted, budget::Reservation), String> {
-        let key = client_key(ip);
-        let mut by_ip = self.by_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let live = self.live.load(Ordering::SeqCst);
-        if live >= self.limit || (self.once && self.admitted.load(Ordering::SeqCst) > 0) {
-            return Err(self.refusal());
-        }
-        if by_ip.get(&key).is_some_and(|&n| n >= self.per_ip) {
-            return Err(format!(
-                "it is running {} session{} for {}, its --max-sessions-per-ip limit; try \
-                 again when one ends, or raise --max-sessions-per-ip on the server",
-                self.per_ip,
-                if self.per_ip == 1 { "" } else { "s" },
-                key_text(key)
-            ));
-        }
-        let reservation = self.budget.reserve(cost)?;
-        *by_ip.entry(key).or_insert(0) += 1;
-        self.admitted.fetch_add(1, Ordering::SeqCst);
-        let admitted = Admitted {
-            _live: LiveGuard::new(&self.live),
-            ip: key,
-            by_ip: self.by_ip.clone(),
-        };
-        Ok((admitted, reservation))
-    }
-
-    /// Why a client was not admitted at the total limit, in the words it is shown.
-    fn refusal(&self) -> String {
-        if self.once {
-            "it serves one run (--once) and that run is in progress; try again when it is done"
-                .to_string()
-        } else {
-            format!(
-                "it is running {} session{}, its --max-sessions limit; try again later, or \
-                 raise --max-sessions on the server",
-                self.limit,
-                if self.limit == 1 { "" } else { "s" }
-            )
-        }
-    }
-}
-
-impl Drop for LiveGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Serves sessions until `stop` is set (checked at least every 100 ms) or, with `once`,
 /// after the first session. Every connection gets a thread for its handshake (at most
 /// [`MAX_HANDSHAKES`] at once: a newer connection cuts the oldest short); a completed
@@ -283,6 +174,18 @@ impl Drop for LiveGuard {
 /// on the same thread; a session's failure ends only that session.
 pub fn serve(
     listener: TcpListener,
+    factory: Arc<dyn TransportFactory>,
+    opts: ServeOptions,
+    stop: Arc<AtomicBool>,
+) -> io::Result<()> {
+    serve_with(listener, None, factory, opts, stop)
+}
+
+/// [`serve`], and with `iperf3` its port for iperf3 clients ([`iperf3`]), whose tests the same
+/// admission and budget admit; it stops with the server.
+pub fn serve_with(
+    listener: TcpListener,
+    iperf3: Option<iperf3::Listeners>,
     factory: Arc<dyn TransportFactory>,
     opts: ServeOptions,
     stop: Arc<AtomicBool>,
@@ -305,7 +208,26 @@ pub fn serve(
     let controls = Arc::new(Controls::default());
     let opts = Arc::new(opts);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
-    let mut numbered: u64 = 0;
+    let numbers = Arc::new(AtomicU64::new(0));
+    if let Some(l) = iperf3 {
+        let shared = iperf3::Shared {
+            admission: admission.clone(),
+            opts: opts.clone(),
+            controls: controls.clone(),
+            numbers: numbers.clone(),
+        };
+        let stop = stop.clone();
+        threads.push(
+            thread::Builder::new()
+                .name("netsweep-iperf3".into())
+                .spawn(move || {
+                    if let Err(e) = iperf3::serve(l, shared, stop) {
+                        let m = format!("the iperf3 port stopped: {e}");
+                        log(LogFormat::Text, Event::Error, None, None, Some(&m));
+                    }
+                })?,
+        );
+    }
     let give_up = opts.first_session_within.map(|d| Instant::now() + d);
     loop {
         reap(&mut threads);
@@ -355,8 +277,7 @@ pub fn serve(
             );
             continue;
         }
-        numbered += 1;
-        let n = numbered;
+        let n = numbers.fetch_add(1, Ordering::SeqCst) + 1;
         // At the cap a handshake is cut short (the oldest of the address holding the most),
         // its thread gone before this one starts.
         let Some(slot) = handshakes.enter(

@@ -300,7 +300,7 @@ fn check_knobs(setup: &SessionSetup, policy: &Policy) -> Result<(), String> {
 }
 
 /// `net.ipv4.tcp_allowed_congestion_control`: what any user may set.
-fn allowed_cc() -> Vec<String> {
+pub(super) fn allowed_cc() -> Vec<String> {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
         .map(|s| s.split_whitespace().map(str::to_string).collect())
         .unwrap_or_default()

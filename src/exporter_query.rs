@@ -1,0 +1,332 @@
+//! A `/probe` request of `netsweep exporter`, validated: its query string (percent-decoded)
+//! parsed into a [`Probe`] — the target (a `netsweep serve`, or an iperf3 server as
+//! `iperf3://HOST[:PORT]`), transport, pattern, size, duration and direction, each within the
+//! exporter's bounds — and the `netsweep run` arguments that measure it. Pure: a function of
+//! the text, so a fuzz target reaches it; every refusal names the parameter and its range.
+
+use std::time::Duration;
+
+/// What the exporter allows a probe to ask.
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeLimits {
+    /// Longest `duration`.
+    pub max_duration: Duration,
+    /// Largest `size`.
+    pub max_size: u64,
+}
+
+/// One probe, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// The server's host name or address (IPv6 in brackets).
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// An iperf3 server (`target=iperf3://…`) rather than `netsweep serve`.
+    pub iperf3: bool,
+    /// `tcp` or `udp`.
+    pub transport: &'static str,
+    /// `pingpong`, `stream` or `bidir`.
+    pub pattern: &'static str,
+    /// Message size in bytes.
+    pub size: u64,
+    /// How long the point may take.
+    pub duration: Duration,
+    /// The server sends (`stream` only).
+    pub reverse: bool,
+}
+
+/// The longest query string read.
+pub const MAX_QUERY: usize = 1024;
+
+fn decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or("a bad %-escape in the query")?;
+                out.push(hex);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| "the query is not UTF-8".to_string())
+}
+
+/// A host name, IPv4 or bracketed IPv6 address: letters, digits, `.-:[]`, at most 253.
+fn check_host(h: &str) -> Result<(), String> {
+    let ok = !h.is_empty()
+        && h.len() <= 253
+        && h.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b".-:[]".contains(&c))
+        && !h.starts_with('-');
+    ok.then_some(())
+        .ok_or_else(|| "target: give HOST, HOST:PORT or iperf3://HOST[:PORT]".to_string())
+}
+
+/// Splits `HOST[:PORT]` (`[V6]:PORT`).
+fn host_port(t: &str) -> Result<(String, Option<u16>), String> {
+    let bad_port = || "target: the port must be 1..=65535".to_string();
+    if let Some(rest) = t.strip_prefix('[') {
+        let (h, tail) = rest.split_once(']').ok_or("target: an unclosed [")?;
+        let port = match tail.strip_prefix(':') {
+            Some(p) => Some(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(bad_port)?,
+            ),
+            None if tail.is_empty() => None,
+            None => return Err("target: text after ]".into()),
+        };
+        let host = format!("[{h}]");
+        check_host(&host)?;
+        return Ok((host, port));
+    }
+    match t.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => {
+            check_host(h)?;
+            let port = p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(bad_port)?;
+            Ok((h.to_string(), Some(port)))
+        }
+        _ => {
+            check_host(t)?;
+            Ok((t.to_string(), None))
+        }
+    }
+}
+
+impl Probe {
+    /// Parses a `/probe` query string.
+    pub fn parse(query: &str, limits: &ProbeLimits) -> Result<Probe, String> {
+        if query.len() > MAX_QUERY {
+            return Err(format!("the query is longer than {MAX_QUERY} bytes"));
+        }
+        let mut p = Probe {
+            host: String::new(),
+            port: 0,
+            iperf3: false,
+            transport: "tcp",
+            pattern: "",
+            size: 0,
+            duration: Duration::from_millis(500),
+            reverse: false,
+        };
+        let (mut port, mut size, mut target) = (None, None, None);
+        for pair in query.split('&').filter(|s| !s.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = decode(v)?;
+            match k {
+                "target" => target = Some(v),
+                "port" => {
+                    port = Some(
+                        v.parse::<u16>()
+                            .ok()
+                            .filter(|p| *p > 0)
+                            .ok_or("port: 1..=65535")?,
+                    )
+                }
+                "transport" => {
+                    p.transport = match v.as_str() {
+                        "tcp" => "tcp",
+                        "udp" => "udp",
+                        _ => return Err("transport: tcp or udp".into()),
+                    }
+                }
+                "pattern" => {
+                    p.pattern = match v.as_str() {
+                        "pingpong" => "pingpong",
+                        "stream" => "stream",
+                        "bidir" => "bidir",
+                        _ => return Err("pattern: pingpong, stream or bidir".into()),
+                    }
+                }
+                "size" => size = Some(crate::parse::size(&v).map_err(|e| format!("size: {e}"))?),
+                "duration" => {
+                    p.duration = crate::parse::duration(&v).map_err(|e| format!("duration: {e}"))?
+                }
+                "reverse" => {
+                    p.reverse = match v.as_str() {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" | "" => false,
+                        _ => return Err("reverse: true or false".into()),
+                    }
+                }
+                _ => {
+                    let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
+                    return Err(format!(
+                        "unknown parameter {shown:?}: target, port, transport, pattern, size, \
+                         duration, reverse"
+                    ));
+                }
+            }
+        }
+        let target = target.ok_or("target is required: /probe?target=HOST[:PORT]")?;
+        let (t, iperf3) = match target.strip_prefix("iperf3://") {
+            Some(rest) => (rest.to_string(), true),
+            None => (target, false),
+        };
+        let (host, tport) = host_port(&t)?;
+        p.host = host;
+        p.iperf3 = iperf3;
+        p.port = port.or(tport).unwrap_or(if iperf3 { 5201 } else { 7200 });
+        if p.pattern.is_empty() {
+            p.pattern = if iperf3 { "stream" } else { "bidir" };
+        }
+        if iperf3 && p.pattern != "stream" {
+            return Err("pattern: an iperf3 server measures streams only (pattern=stream)".into());
+        }
+        if p.reverse && p.pattern != "stream" {
+            return Err("reverse: for pattern=stream (bidir measures both ways)".into());
+        }
+        let max = if p.transport == "udp" {
+            65_507.min(limits.max_size)
+        } else {
+            limits.max_size
+        };
+        p.size = size.unwrap_or(if p.transport == "udp" { 1400 } else { 64 << 10 });
+        if p.size == 0 || p.size > max {
+            return Err(format!("size: 1..={max} bytes"));
+        }
+        let min = Duration::from_millis(100);
+        if p.duration < min || p.duration > limits.max_duration {
+            return Err(format!(
+                "duration: 100ms..={} s (the exporter's --max-duration)",
+                limits.max_duration.as_secs_f64()
+            ));
+        }
+        Ok(p)
+    }
+
+    /// The target as `netsweep run` takes it.
+    pub fn target(&self) -> String {
+        let scheme = if self.iperf3 { "iperf3://" } else { "" };
+        format!("{scheme}{}:{}", self.host, self.port)
+    }
+
+    /// The `netsweep run` arguments that measure this probe and print OpenMetrics.
+    pub fn run_args(&self) -> Vec<String> {
+        let d = self.duration;
+        let mut a: Vec<String> = vec![
+            "run".into(),
+            self.target(),
+            "-t".into(),
+            self.transport.into(),
+            "-p".into(),
+            self.pattern.into(),
+            "--sizes".into(),
+            self.size.to_string(),
+            "--max-point-time".into(),
+            format!("{}ms", d.as_millis()),
+            "--timeout".into(),
+            "5s".into(),
+            "--no-save".into(),
+            "-f".into(),
+            "openmetrics".into(),
+        ];
+        if !self.iperf3 {
+            // Three trials at least fit the point's time.
+            a.extend([
+                "--trial-time".into(),
+                format!("{}ms", (d.as_millis() / 5).max(10)),
+            ]);
+        }
+        if self.reverse {
+            a.push("-R".into());
+        }
+        a
+    }
+
+    /// The probe's identity in the cache: everything it measures.
+    pub fn key(&self) -> String {
+        self.run_args().join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: ProbeLimits = ProbeLimits {
+        max_duration: Duration::from_secs(10),
+        max_size: 1 << 20,
+    };
+
+    #[test]
+    fn a_probe_parses_with_defaults_and_decodes_its_target() {
+        let p = Probe::parse("target=198.18.0.2", &L).unwrap();
+        assert_eq!(
+            (p.host.as_str(), p.port, p.pattern),
+            ("198.18.0.2", 7200, "bidir")
+        );
+        let p = Probe::parse(
+            "target=iperf3%3A%2F%2F%5B2001%3Adb8%3A%3A1%5D%3A5202&size=128k",
+            &L,
+        )
+        .unwrap();
+        assert!(p.iperf3);
+        assert_eq!(
+            (p.host.as_str(), p.port, p.size),
+            ("[2001:db8::1]", 5202, 128 << 10)
+        );
+        assert_eq!(p.target(), "iperf3://[2001:db8::1]:5202");
+        let p = Probe::parse(
+            "target=h:9&transport=udp&pattern=stream&reverse=1&duration=2s",
+            &L,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.port, p.transport, p.size, p.reverse),
+            (9, "udp", 1400, true)
+        );
+        assert!(p.run_args().contains(&"-R".to_string()));
+        assert!(p.run_args().contains(&"2000ms".to_string()));
+    }
+
+    #[test]
+    fn every_parameter_is_bounded_and_named_when_refused() {
+        for (q, word) in [
+            ("", "target"),
+            ("target=a;rm", "target"),
+            ("target=-x", "target"),
+            ("target=h:0", "port"),
+            ("target=h&port=70000", "port"),
+            ("target=h&transport=sctp", "transport"),
+            ("target=h&pattern=crr", "pattern"),
+            ("target=h&size=2G", "size"),
+            ("target=h&transport=udp&size=65508", "size"),
+            ("target=h&duration=1h", "duration"),
+            ("target=h&duration=1ms", "duration"),
+            ("target=h&reverse=maybe", "reverse"),
+            ("target=h&pattern=bidir&reverse=1", "reverse"),
+            ("target=iperf3://h&pattern=pingpong", "pattern"),
+            ("target=h&x=1", "unknown"),
+            ("target=%zz", "escape"),
+            ("target=%ff", "UTF-8"),
+        ] {
+            let e = Probe::parse(q, &L).unwrap_err();
+            assert!(e.contains(word), "{q}: {e}");
+        }
+        assert!(Probe::parse(&"a".repeat(2000), &L)
+            .unwrap_err()
+            .contains("longer"));
+    }
+}
