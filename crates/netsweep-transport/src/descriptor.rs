@@ -159,6 +159,36 @@ impl Descriptor {
         self.family.unwrap_or(ip)
     }
 
+    /// The messages per send call (`--batch`) a run uses without the flag: a GSO
+    /// super-datagram of one segment is a plain send, and an AF_XDP ring takes a batch of
+    /// frames per kick, so both default to the kernel's segment limit; others send one.
+    pub fn default_batch(&self, api: Api) -> Option<u32> {
+        (api == Api::Gso || self.transport == Transport::Xdp)
+            .then_some(crate::gso::MAX_SEGMENTS as u32)
+    }
+
+    /// The smallest message of the default sweep with `pattern`: a datagram stream's message
+    /// carries netsweep's sequence header, so it starts at the header's size.
+    pub fn first_size(&self, pattern: Pattern) -> u64 {
+        if self.datagram() && pattern == Pattern::Stream {
+            netsweep_model::spec::DGRAM_HEADER
+        } else {
+            1
+        }
+    }
+
+    /// Why `sizes` cannot be measured with `pattern` on this transport, if they cannot: a byte
+    /// stream's round trip of 0 bytes has nothing to wait for (a datagram of 0 bytes does).
+    pub fn check_sizes(&self, pattern: Pattern, sizes: &[u64]) -> Result<(), String> {
+        if pattern == Pattern::Pingpong && !self.datagram() && sizes.contains(&0) {
+            return Err(format!(
+                "size 0 cannot make a {} round trip (no bytes to wait for): start --sizes at 1",
+                self.name()
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that this transport supports `api` with `pattern`; the error says the fix.
     pub fn check(&self, api: Api, pattern: Pattern) -> Result<(), String> {
         if !self.apis.contains(&api) {

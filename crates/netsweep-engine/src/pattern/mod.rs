@@ -12,7 +12,7 @@
 //!
 //! 1. Name it: a variant of `netsweep_model::spec::Pattern` (in `name`, `parse` and `ALL`),
 //!    the name the CLI and the results use, and its aliases in the CLI's `PatternArg`
-//!    (`src/values.rs`); the compiler points at every `match` that must say more (what the
+//!    (`src/cli/values.rs`); the compiler points at every `match` that must say more (what the
 //!    model checks about a spec, such as which apis a pattern supports).
 //! 2. Write `pattern/<name>.rs`: the timed loops, a [`ClientPattern`] (the client's side:
 //!    opens its data path with [`ClientOpen`], runs a trial, folds trials into the point), a

@@ -9,9 +9,9 @@
 //! whole), and the run exits 1. Measuring goes on while another results output is still
 //! written, and stops before the next point once none is.
 
-use crate::atomic_file::write_atomic;
-use crate::output_path::{self, Opened};
-use crate::progress::ProgressLine;
+use crate::output::atomic_file::write_atomic;
+use crate::output::path::{self, Opened};
+use crate::output::progress::ProgressLine;
 use netsweep_engine::engine::RunSink;
 use netsweep_model::results::RunResult;
 use netsweep_report::format::{jsonl_footer, jsonl_header, jsonl_point};
@@ -152,7 +152,7 @@ impl Sink {
         for i in 0..self.outputs.len() {
             let o = &mut self.outputs[i];
             if let How::Unopened = o.how {
-                o.how = match o.path.as_deref().map(output_path::open) {
+                o.how = match o.path.as_deref().map(path::open) {
                     Some(Ok(Opened::Replace)) => How::Replace,
                     Some(Ok(Opened::Stream(f))) => {
                         o.stream = true;
@@ -172,7 +172,9 @@ impl Sink {
                     (self.replace)(path, &render(run, o.format))
                 }
                 How::Stream(out) => match chunk(o.format, event, run) {
-                    Some(s) if o.format == Format::Text => crate::colour::write_table(out, &s),
+                    Some(s) if o.format == Format::Text => {
+                        crate::output::colour::write_table(out, &s)
+                    }
                     Some(s) => out.write_all(s.as_bytes()).and_then(|()| out.flush()),
                     None => Ok(()),
                 },
@@ -343,12 +345,12 @@ impl RunSink for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::atomic_file::replace_with;
-    use crate::atomic_file::tests::names;
+    use crate::output::atomic_file::replace_with;
+    use crate::output::atomic_file::tests::names;
     use netsweep_model::results;
 
     fn fixture() -> RunResult {
-        let run = results::load(include_str!("../tests/data/tcp-pingpong.json")).unwrap();
+        let run = results::load(include_str!("../../tests/data/tcp-pingpong.json")).unwrap();
         assert!(run.points.len() >= 4);
         run
     }

@@ -5,7 +5,7 @@
 //! The iperf3 server's byte counts and CPU are the point's server side. What iperf3 cannot do
 //! (pingpong, crr, bidir, other transports and apis, per-trial CPU of its data path) is refused.
 
-use crate::sink::Sink;
+use crate::output::sink::Sink;
 use netsweep_engine::engine::RunSink;
 use netsweep_engine::hostinfo;
 use netsweep_engine::point::estimate;

@@ -159,9 +159,12 @@ impl Probe {
                         _ => return Err("pattern: pingpong, stream or bidir".into()),
                     }
                 }
-                "size" => size = Some(crate::parse::size(&v).map_err(|e| format!("size: {e}"))?),
+                "size" => {
+                    size = Some(crate::cli::parse::size(&v).map_err(|e| format!("size: {e}"))?)
+                }
                 "duration" => {
-                    p.duration = crate::parse::duration(&v).map_err(|e| format!("duration: {e}"))?
+                    p.duration =
+                        crate::cli::parse::duration(&v).map_err(|e| format!("duration: {e}"))?
                 }
                 "reverse" => {
                     p.reverse = match v.as_str() {

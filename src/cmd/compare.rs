@@ -3,22 +3,20 @@
 //! words, sizes only one run has, configuration and placement differences; text or JSON, and
 //! a ratio plot as SVG or PNG.
 
-use crate::atomic_file::write_atomic;
+use crate::cli::values::CompareFormat;
 use crate::cli::CompareArgs;
-use crate::cmd_report::{load_runs, named, write_bytes};
-use crate::failure;
-use crate::values::CompareFormat;
+use crate::cmd::report::{load_runs, named, write_bytes};
+use crate::error::{Error, Result};
+use crate::output::atomic_file::write_atomic;
 use netsweep_report::compare::{self, Metric};
 use netsweep_report::legend;
 use netsweep_report::plot::{png, svg};
 use std::path::Path;
 use std::process::ExitCode;
 
-pub fn main(a: CompareArgs) -> ExitCode {
-    let runs = match load_runs(&a.files) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+/// Compares each run with the first and writes the comparison where asked.
+pub fn main(a: CompareArgs) -> Result {
+    let runs = load_runs(&a.files)?;
     let runs = named(&runs);
     let labels = legend::labels(&runs);
     let cs: Vec<compare::Comparison> = (1..runs.len())
@@ -27,19 +25,14 @@ pub fn main(a: CompareArgs) -> ExitCode {
     if a.svg.is_some() || a.png.is_some() {
         let doc = svg::render(&compare::plot::ratio_chart(&cs, Metric::Throughput));
         if let Some(p) = &a.svg {
-            if let Err(e) = write_atomic(Path::new(p), &doc) {
-                return failure(format!("cannot write {p}: {e}"));
-            }
+            write_atomic(Path::new(p), &doc)
+                .map_err(|e| Error::failed(format!("cannot write {p}: {e}")))?;
             eprintln!("wrote {p}");
         }
         if let Some(p) = &a.png {
-            let bytes = match png::render(&doc, 1.5) {
-                Ok(b) => b,
-                Err(e) => return failure(format!("{p}: {e}")),
-            };
-            if let Err(e) = write_bytes(Path::new(p), &bytes) {
-                return failure(format!("cannot write {p}: {e}"));
-            }
+            let bytes = png::render(&doc, 1.5).map_err(|e| Error::failed(format!("{p}: {e}")))?;
+            write_bytes(Path::new(p), &bytes)
+                .map_err(|e| Error::failed(format!("cannot write {p}: {e}")))?;
             eprintln!("wrote {p}");
         }
     }
@@ -50,14 +43,9 @@ pub fn main(a: CompareArgs) -> ExitCode {
         compare::text::render_all(&cs)
     };
     match &a.output {
-        None => {
-            use std::io::Write;
-            let _ = std::io::stdout().lock().write_all(out.as_bytes());
-            ExitCode::SUCCESS
-        }
-        Some(p) => match write_atomic(Path::new(p), &out) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => failure(format!("cannot write {p}: {e}")),
-        },
+        None => crate::output::write_stdout(out.as_bytes()),
+        Some(p) => write_atomic(Path::new(p), &out)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(|e| Error::failed(format!("cannot write {p}: {e}"))),
     }
 }

@@ -6,45 +6,41 @@
 //! in its namespace. Needs a build with `--features mpi`.
 
 use crate::cli::MeshArgs;
-use crate::usage_error;
+use crate::error::{Error, Result};
 use netsweep_model::spec::{Family, Transport};
-use std::process::ExitCode;
+
+#[cfg(feature = "mpi")]
+mod ranks;
 
 /// Checks the arguments, then joins the MPI world and runs the mesh.
-pub fn main(a: MeshArgs) -> ExitCode {
+pub fn main(a: MeshArgs) -> Result {
     if a.run.host.is_some() {
-        return usage_error("mesh measures between the ranks of its MPI world: drop HOST");
+        return Err(Error::usage(
+            "mesh measures between the ranks of its MPI world: drop HOST",
+        ));
     }
-    let spec = match crate::cmd_run::build_spec(&a.run, Family::Ipv4) {
-        Ok(s) => s,
-        Err(e) => return usage_error(e),
-    };
+    let spec = crate::cli::spec::build(&a.run, Family::Ipv4).map_err(Error::Usage)?;
     if spec.transport == Transport::Mpi {
-        return usage_error(
+        return Err(Error::usage(
             "mesh runs a transport between its ranks; for MPI itself use \
              `mpirun -np 2 netsweep run -t mpi`",
-        );
+        ));
     }
     run(a, spec)
 }
 
 #[cfg(not(feature = "mpi"))]
-fn run(_a: MeshArgs, _spec: netsweep_model::spec::RunSpec) -> ExitCode {
-    usage_error(netsweep_transport::mpi::BUILD_HINT.replace("run -t mpi", "mesh"))
+fn run(_a: MeshArgs, _spec: netsweep_model::spec::RunSpec) -> Result {
+    Err(Error::usage(
+        netsweep_transport::mpi::BUILD_HINT.replace("run -t mpi", "mesh"),
+    ))
 }
 
 #[cfg(feature = "mpi")]
-fn run(a: MeshArgs, spec: netsweep_model::spec::RunSpec) -> ExitCode {
+fn run(a: MeshArgs, spec: netsweep_model::spec::RunSpec) -> Result {
     use netsweep_transport::mpi::world;
-    let w = match world::start() {
-        Ok(w) => w,
-        Err(e) => return usage_error(e.replace("run -t mpi", "mesh")),
-    };
+    let w = world::start().map_err(|e| Error::Usage(e.replace("run -t mpi", "mesh")))?;
     let code = ranks::run(w, &a, spec);
     world::finish();
     code
 }
-
-#[cfg(feature = "mpi")]
-#[path = "mesh_ranks.rs"]
-mod ranks;

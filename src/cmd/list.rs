@@ -5,7 +5,8 @@ use netsweep_model::spec::{Api, Pattern};
 use netsweep_transport::{probe, probe_api, why_not, TRANSPORTS};
 use std::process::ExitCode;
 
-pub fn main() -> ExitCode {
+/// Prints what this build has and what works on this host.
+pub fn main() -> crate::error::Result {
     println!("patterns: {}", Pattern::ALL.map(|p| p.name()).join(", "));
     println!();
     println!("{:<15} {:<10} status", "transport", "api");
@@ -53,5 +54,5 @@ pub fn main() -> ExitCode {
             }
         }
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! `ValueEnum`s, so `--help` lists them and a bad one is a usage error naming the choices,
 //! and the `C,S` per-side knob values as clap value parsers.
 
-use crate::parse;
+use crate::cli::parse;
 use clap::builder::PossibleValue;
 use clap::ValueEnum;
 use netsweep_model::background::BackgroundSpec;

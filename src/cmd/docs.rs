@@ -3,14 +3,14 @@
 //! always list exactly the flags and values `--help` shows.
 
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
-use crate::{failure, usage_error};
+use crate::error::{Error, Result};
+use crate::output::write_stdout;
 use clap::CommandFactory;
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Prints the completion script for a shell on stdout.
-pub fn completions(a: CompletionsArgs) -> ExitCode {
+pub fn completions(a: CompletionsArgs) -> Result {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "netsweep", &mut out);
@@ -18,25 +18,25 @@ pub fn completions(a: CompletionsArgs) -> ExitCode {
 }
 
 /// Prints `netsweep.1` on stdout, or writes it and one page per subcommand into a directory.
-pub fn man(a: ManArgs) -> ExitCode {
+pub fn man(a: ManArgs) -> Result {
     let cmd = Cli::command();
     match &a.dir {
         None => {
             let mut out = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(cmd).render(&mut out) {
-                return failure(format!("rendering the man page: {e}"));
-            }
+            clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .map_err(|e| Error::failed(format!("rendering the man page: {e}")))?;
             write_stdout(&out)
         }
         Some(dir) => match write_pages(cmd, Path::new(dir)) {
             Ok(n) => {
                 eprintln!("{n} man pages written to {dir}");
-                ExitCode::SUCCESS
+                Ok(ExitCode::SUCCESS)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => usage_error(format!(
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::usage(format!(
                 "--dir {dir}: no such directory (create it first, e.g. mkdir -p {dir})"
-            )),
-            Err(e) => failure(format!("writing man pages to {dir}: {e}")),
+            ))),
+            Err(e) => Err(Error::failed(format!("writing man pages to {dir}: {e}"))),
         },
     }
 }
@@ -59,14 +59,4 @@ fn write_pages(cmd: clap::Command, dir: &Path) -> std::io::Result<usize> {
         n += 1;
     }
     Ok(n)
-}
-
-/// Writes to stdout; a closed pipe (`netsweep man | head`) ends quietly.
-fn write_stdout(bytes: &[u8]) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => failure(format!("writing to stdout: {e}")),
-    }
 }

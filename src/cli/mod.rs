@@ -1,16 +1,21 @@
 //! Command-line definitions (clap). Every flag documents its unit and default.
 
-use crate::values::{
-    self, ApiArg, CompareFormat, FormatArg, LayoutArg, PatternArg, PerSide, TransportArg,
-};
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use netsweep_engine::auth::AuthKey;
 use netsweep_model::background::BackgroundSpec;
 use std::time::Duration;
+use values::{ApiArg, CompareFormat, FormatArg, LayoutArg, PatternArg, PerSide, TransportArg};
 
-pub use crate::cli_lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
-pub use crate::cli_serve::{AllowArg, LogFormatArg, ServeArgs};
+pub mod exporter;
+mod lab;
+pub mod parse;
+mod serve;
+pub mod spec;
+pub mod values;
+
+pub use crate::cli::lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
+pub use crate::cli::serve::{AllowArg, LogFormatArg, ServeArgs};
 
 /// Default TCP port of `netsweep serve`'s control connection.
 pub const DEFAULT_PORT: u16 = 7200;
@@ -67,7 +72,7 @@ namespace. Needs a build with `--features mpi` (Open MPI); docs/mesh.md has the 
     #[command(
         long_about = "A Prometheus probe, used as the blackbox exporter is: /probe?target=HOST[:PORT] runs a short netsweep test against a `netsweep serve` there (target=iperf3://HOST[:PORT]: an iperf3 test against an `iperf3 -s`) and answers its OpenMetrics — throughput both ways (pattern=bidir, the default), latency percentiles (pattern=pingpong), loss (transport=udp), TCP retransmits, CPU, the test's duration and netsweep_probe_success. Parameters: target, port, transport (tcp, udp), pattern (bidir, stream, pingpong), size, duration (100ms..--max-duration), reverse (stream). /metrics gives the exporter's own counters. docs/prometheus.md has the Prometheus configuration and a Grafana dashboard (packaging/grafana/netsweep.json)."
     )]
-    Exporter(crate::cli_exporter::ExporterArgs),
+    Exporter(crate::cli::exporter::ExporterArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         long_about = "Print a shell completion script, generated from this command line.\n\n\
@@ -177,7 +182,7 @@ pub struct RunArgs {
     pub sizes: Option<String>,
 
     /// Largest size of the default schedule (e.g. 64k); ignored with --sizes.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse::size)]
     pub max_size: Option<u64>,
 
     /// Perturbation of the default schedule in bytes (NetPIPE -p): sizes b−N, b, b+N around each base size.
@@ -187,17 +192,17 @@ pub struct RunArgs {
     /// Target duration of one trial. TIME everywhere is a number with a unit (ns, us, ms, s,
     /// m: 40ms, 0.5s); a bare number is seconds. [default: 20ms; with -p rate, long enough
     /// for 1000 requests at the lowest offered load, 200ms to 10s]
-    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub trial_time: Option<Duration>,
 
     /// Target half-width of the 95% confidence interval of each point's throughput (2% or 0.02).
-    #[arg(long, default_value = "2%", value_name = "FRACTION", value_parser = crate::parse::fraction)]
+    #[arg(long, default_value = "2%", value_name = "FRACTION", value_parser = crate::cli::parse::fraction)]
     pub precision: f64,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is
     /// marked. [default: 300ms; with -p rate and no --trial-time, room for
     /// --min-trials trials]
-    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_point_time: Option<Duration>,
 
     /// Fewest timed trials per point.
@@ -227,7 +232,7 @@ pub struct RunArgs {
 
     /// Arrival process of `-p rate`: constant (evenly spaced requests) or poisson
     /// (exponential gaps from --seed).
-    #[arg(long, default_value = "constant", value_name = "constant|poisson", value_parser = crate::parse::arrivals)]
+    #[arg(long, default_value = "constant", value_name = "constant|poisson", value_parser = crate::cli::parse::arrivals)]
     pub arrivals: netsweep_model::load::Arrivals,
 
     /// Seed of the poisson schedule, recorded in the results (default: from the clock).
@@ -238,7 +243,7 @@ pub struct RunArgs {
     /// most 10000 per trial), the point's timed trials end to end. -p rate: delivered rate,
     /// latency p50/p99 and loss per interval; -p stream (also -R): the sender's and the
     /// receiver's rate and, for datagrams, the loss per interval. One flow (no -P).
-    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub interval: Option<Duration>,
 
     /// Skip the untimed warm-up/calibration trial of each point.
@@ -258,7 +263,7 @@ pub struct RunArgs {
     pub background: Vec<BackgroundSpec>,
 
     /// How long any wait for the peer may last before the run fails (a bare number is seconds).
-    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = crate::parse::duration)]
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub timeout: Duration,
 
     /// Socket send buffer (SO_SNDBUF) on both ends, e.g. 256k; `C,S` per side. The granted
@@ -271,7 +276,7 @@ pub struct RunArgs {
     pub rcvbuf: Option<PerSide<u64>>,
 
     /// TCP_NODELAY (Nagle off) on both ends: on or off.
-    #[arg(long, default_value = "on", value_name = "on|off", value_parser = crate::parse::on_off, action = clap::ArgAction::Set)]
+    #[arg(long, default_value = "on", value_name = "on|off", value_parser = crate::cli::parse::on_off, action = clap::ArgAction::Set)]
     pub nodelay: bool,
 
     /// Offset of message buffers from a page boundary in bytes (NetPIPE -O); `C,S` sets
@@ -328,7 +333,7 @@ pub struct RunArgs {
 
     /// Draw message buffers from a pool larger than the CPU caches (NetPIPE -I), so every
     /// repetition touches cold memory; optional pool size (default 64M).
-    #[arg(long, value_name = "POOL", num_args = 0..=1, default_missing_value = "64M", value_parser = crate::parse::size)]
+    #[arg(long, value_name = "POOL", num_args = 0..=1, default_missing_value = "64M", value_parser = crate::cli::parse::size)]
     pub invalidate_cache: Option<u64>,
 
     /// Network interface for the `packet` transport (default: from the route to the peer).
@@ -378,7 +383,7 @@ pub struct RunArgs {
     /// prove they hold it (HMAC-SHA256 challenge-response with fresh nonces; the key never
     /// crosses the wire), and the run refuses a server that cannot. At least 16 bytes; make
     /// one with `head -c 32 /dev/urandom | base64 > FILE; chmod 600 FILE`.
-    #[arg(long, value_name = "FILE", value_parser = crate::parse::auth_key)]
+    #[arg(long, value_name = "FILE", value_parser = crate::cli::parse::auth_key)]
     pub auth_key: Option<AuthKey>,
 }
 

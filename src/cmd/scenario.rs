@@ -2,9 +2,10 @@
 //! repetitions interleaved), then summarise each run, evaluate the claims and write the page;
 //! `scenario page` rewrites a results directory's page, figures and verdicts.
 
-use crate::atomic_file::write_atomic;
 use crate::cli::{ScenarioArgs, ScenarioCommand};
-use crate::cmd_lab::lab_failure;
+use crate::error::{Error, Result};
+use crate::output::atomic_file::write_atomic;
+use experiment::{cell_facts, check_claims, write_page, Written};
 use netsweep_lab::runner::ScenarioRunOutcome;
 use netsweep_lab::{preflight, run_scenario, Progress, Scenario};
 use netsweep_model::experiment::Outcome;
@@ -17,31 +18,30 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-pub fn main(a: ScenarioArgs) -> ExitCode {
+mod experiment;
+
+/// Carries out the scenario subcommand.
+pub fn main(a: ScenarioArgs) -> Result {
     match a.command {
-        ScenarioCommand::Check { file } => match Scenario::load(Path::new(&file)) {
-            Ok(s) => {
-                // Each run's arguments must be a valid `netsweep run` too, and every claim
-                // must resolve to a size and a figure its cells measure.
-                if let Err(e) = crate::experiment::cell_facts(&s)
-                    .and_then(|f| crate::experiment::check_claims(&s, &f))
-                {
-                    return crate::usage_error(format!("{file}: {e}"));
-                }
-                crate::signal::quiet_broken_pipe();
-                println!(
-                    "{file}: scenario {:?} with {} runs is valid: {} cells × {} repetitions, {} claims, {} figures",
-                    s.name,
-                    s.runs.len(),
-                    s.design.cells.len(),
-                    s.design.repeat,
-                    s.claims.len(),
-                    s.figures.len()
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => lab_failure(&e),
-        },
+        ScenarioCommand::Check { file } => {
+            let s = Scenario::load(Path::new(&file))?;
+            // Each run's arguments must be a valid `netsweep run` too, and every claim must
+            // resolve to a size and a figure its cells measure.
+            cell_facts(&s)
+                .and_then(|f| check_claims(&s, &f))
+                .map_err(|e| Error::usage(format!("{file}: {e}")))?;
+            crate::signal::quiet_broken_pipe();
+            println!(
+                "{file}: scenario {:?} with {} runs is valid: {} cells × {} repetitions, {} claims, {} figures",
+                s.name,
+                s.runs.len(),
+                s.design.cells.len(),
+                s.design.repeat,
+                s.claims.len(),
+                s.figures.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         ScenarioCommand::Run {
             file,
             output,
@@ -52,21 +52,15 @@ pub fn main(a: ScenarioArgs) -> ExitCode {
 }
 
 /// `scenario page DIR`: the page, figures and verdicts again, from DIR's results.
-fn page(dir: &str, check: bool) -> ExitCode {
+fn page(dir: &str, check: bool) -> Result {
     let d = Path::new(dir);
-    let scenario = match Scenario::load(&d.join("scenario.toml")) {
-        Ok(s) => s,
-        Err(e) => {
-            return crate::usage_error(format!(
-                "{dir} holds no readable scenario.toml ({e}): give a directory `netsweep scenario run` wrote"
-            ))
-        }
-    };
+    let scenario = Scenario::load(&d.join("scenario.toml")).map_err(|e| {
+        Error::usage(format!(
+            "{dir} holds no readable scenario.toml ({e}): give a directory `netsweep scenario run` wrote"
+        ))
+    })?;
     let failures = failures_in_index(d);
-    let written = match crate::experiment::write_page(d, &scenario, &failures) {
-        Ok(w) => w,
-        Err(e) => return crate::failure(e),
-    };
+    let written = write_page(d, &scenario, &failures).map_err(Error::Failed)?;
     // The index's verdicts follow the page.
     let index = d.join("index.json");
     if let Some(mut v) = std::fs::read_to_string(&index)
@@ -75,16 +69,17 @@ fn page(dir: &str, check: bool) -> ExitCode {
     {
         v["verdicts"] = serde_json::to_value(&written.verdicts).unwrap_or_default();
         let text = serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
-        if let Err(e) = write_atomic(&index, &text) {
-            return crate::failure(format!("cannot write {}: {e}", index.display()));
-        }
+        write_atomic(&index, &text)
+            .map_err(|e| Error::failed(format!("cannot write {}: {e}", index.display())))?;
     }
     crate::signal::quiet_broken_pipe();
     print_written(&written);
     if check && written.verdicts.iter().any(|v| v.outcome == Outcome::Fails) {
-        return ExitCode::from(crate::EXIT_FAILURE);
+        return Err(Error::failed(
+            "--check: a claim fails (see the verdicts above)",
+        ));
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs that did not succeed, from a results directory's index: (name, status: message).
@@ -114,7 +109,7 @@ fn failures_in_index(dir: &Path) -> Vec<(String, String)> {
 }
 
 /// The cells, the verdicts and the files, for the terminal.
-fn print_written(w: &crate::experiment::Written) {
+fn print_written(w: &Written) {
     if !w.cells.is_empty() {
         println!("\ncells (over their repetitions):");
         for c in &w.cells {
@@ -138,53 +133,15 @@ fn print_written(w: &crate::experiment::Written) {
     );
 }
 
-/// Parses a run's arguments as `netsweep run` would and builds its spec.
-pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, String> {
-    use clap::Parser;
-    let argv = ["netsweep", "run", "127.0.0.1"]
-        .into_iter()
-        .map(String::from)
-        .chain(args.iter().cloned());
-    // clap's message without its usage and help hints: the error line and, for a closed
-    // set, the possible values.
-    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| {
-        e.to_string()
-            .lines()
-            .map(str::trim)
-            .take_while(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ")
-    })?;
-    match cli.command {
-        Some(crate::cli::Command::Run(a)) => {
-            let family = if a.ipv6 {
-                netsweep_model::spec::Family::Ipv6
-            } else {
-                netsweep_model::spec::Family::Ipv4
-            };
-            crate::cmd_run::build_spec(&a, family)
-        }
-        _ => Err("not a run".into()),
-    }
-}
-
-fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
-    let scenario = match Scenario::load(Path::new(file)) {
-        Ok(s) => s,
-        Err(e) => return lab_failure(&e),
-    };
-    if let Err(e) = crate::experiment::cell_facts(&scenario)
-        .and_then(|f| crate::experiment::check_claims(&scenario, &f))
-    {
-        return crate::usage_error(format!("{file}: {e}"));
-    }
-    if let Err(e) = preflight() {
-        return lab_failure(&e);
-    }
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => return crate::failure(format!("cannot find the netsweep binary: {e}")),
-    };
+/// `scenario run FILE`: the lab, every run, the summaries, the claims and the page.
+fn run(file: &str, output: Option<String>, check: bool) -> Result {
+    let scenario = Scenario::load(Path::new(file))?;
+    cell_facts(&scenario)
+        .and_then(|f| check_claims(&scenario, &f))
+        .map_err(|e| Error::usage(format!("{file}: {e}")))?;
+    preflight()?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::failed(format!("cannot find the netsweep binary: {e}")))?;
     let out = PathBuf::from(output.unwrap_or_else(|| {
         format!(
             "netsweep-results/{}-{}",
@@ -195,11 +152,10 @@ fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
     // The scenario beside its results, so the page can be written again from them alone.
     if std::fs::create_dir_all(&out).is_ok() {
         let kept = out.join("scenario.toml");
-        if let Err(e) = write_atomic(&kept, &scenario.self_contained()) {
-            return crate::failure(format!("cannot write {}: {e}", kept.display()));
-        }
+        write_atomic(&kept, &scenario.self_contained())
+            .map_err(|e| Error::failed(format!("cannot write {}: {e}", kept.display())))?;
     }
-    let mut bar = crate::progress::ProgressLine::new(std::io::stderr().is_terminal());
+    let mut bar = crate::output::progress::ProgressLine::new(std::io::stderr().is_terminal());
     let outcome = run_scenario(&scenario, &exe, &out, |p| match p {
         Progress::LabUp(layout) => eprintln!("{layout}"),
         Progress::RunStarting {
@@ -241,10 +197,7 @@ fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
         }
     });
     bar.clear();
-    let mut outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => return lab_failure(&e),
-    };
+    let mut outcome = outcome?;
     // The reader's view of the experiment, beside its results: every run overlaid.
     let visuals = write_visuals(&out, &outcome.runs);
     // Everything is saved: a closed stdout may now end the process quietly.
@@ -274,14 +227,11 @@ fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
             )
         })
         .collect();
-    let written = crate::experiment::write_page(&out, &scenario, &failures);
+    let written = write_page(&out, &scenario, &failures);
     match &written {
         Ok(w) => {
             outcome.verdicts = w.verdicts.clone();
-            if let Err(e) = outcome.write_index() {
-                eprintln!("netsweep: {e}");
-                return ExitCode::from(crate::EXIT_FAILURE);
-            }
+            outcome.write_index().map_err(Error::failed)?;
             print_written(w);
         }
         Err(e) => eprintln!("netsweep: the page could not be written: {e}"),
@@ -290,16 +240,18 @@ fn run(file: &str, output: Option<String>, check: bool) -> ExitCode {
     match visuals {
         Ok(Some(html)) => println!("report: {}", html.display()),
         Ok(None) => {}
-        Err(e) => {
-            eprintln!("netsweep: {e}");
-            return ExitCode::from(crate::EXIT_FAILURE);
-        }
+        Err(e) => return Err(Error::Failed(e)),
     }
     let code = outcome.exit_code();
-    if code == 0 && (written.is_err() || (check && outcome.a_claim_fails())) {
-        return ExitCode::from(crate::EXIT_FAILURE);
+    if code == 0 && written.is_err() {
+        return Err(Error::failed("the page could not be written (see above)"));
     }
-    ExitCode::from(code.clamp(0, 255) as u8)
+    if code == 0 && check && outcome.a_claim_fails() {
+        return Err(Error::failed(
+            "--check: a claim fails (see the verdicts above)",
+        ));
+    }
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
 }
 
 /// Writes `report.html` (every run overlaid) and `plots/*.svg` into the scenario's output
@@ -312,12 +264,12 @@ fn write_visuals(out: &Path, runs: &[ScenarioRunOutcome]) -> Result<Option<PathB
     if loaded.is_empty() {
         return Ok(None);
     }
-    let named = crate::cmd_report::named(&loaded);
+    let named = crate::cmd::report::named(&loaded);
     let html = out.join("report.html");
     write_atomic(&html, &netsweep_report::html::page(&named))
         .map_err(|e| format!("cannot write {}: {e}", html.display()))?;
     let plots = out.join("plots");
-    crate::cmd_report::write_plots(&named, plots.to_str(), None)
+    crate::cmd::report::write_plots(&named, plots.to_str(), None)
         .map_err(|_| format!("cannot write the plots into {}", plots.display()))?;
     Ok(Some(html))
 }

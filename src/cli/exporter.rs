@@ -19,10 +19,10 @@ pub struct ExporterArgs {
     /// How long a probe's result is served again to the same request, e.g. 30s (a bare
     /// number is seconds): Prometheus scraping every second then measures the path once per
     /// period, not every second.
-    #[arg(long, value_name = "TIME", default_value = "15s", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", default_value = "15s", value_parser = crate::cli::parse::duration)]
     pub cache: Duration,
 
     /// Longest `duration` a probe may ask for (default 10s).
-    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = crate::cli::parse::duration)]
     pub max_duration: Duration,
 }

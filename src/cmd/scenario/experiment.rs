@@ -3,7 +3,7 @@
 //! its results (self-contained), and, from a results directory, the verdicts, the figures
 //! (SVG and PNG) and the page — written together, so they cannot disagree.
 
-use crate::atomic_file::write_atomic;
+use crate::output::atomic_file::write_atomic;
 use netsweep_lab::Scenario;
 use netsweep_model::experiment::claim::{self, CellFacts};
 use netsweep_model::experiment::{figure, metric, Observations, Outcome, Verdict};
@@ -20,7 +20,7 @@ pub fn cell_facts(s: &Scenario) -> Result<Vec<CellFacts>, String> {
         let Some(run) = s.runs.iter().find(|r| r.cell == ci) else {
             return Err(format!("cell {} has no run", cell.name));
         };
-        let spec = crate::cmd_scenario::check_args(&run.args)
+        let spec = crate::cli::spec::check_args(&run.args)
             .map_err(|e| format!("run {:?} (cell {}): {e}", cell.run, cell.name))?;
         facts.push(CellFacts {
             pattern: spec.pattern,

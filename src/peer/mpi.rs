@@ -3,10 +3,9 @@
 //! measures. The session key is fresh per run, made by rank 0 and carried over MPI, so no
 //! third process can take the session. Without the `mpi` feature, a clear error.
 
-use crate::usage_error;
+use crate::error::{Error, Result};
 use netsweep_engine::auth::AuthKey;
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use std::time::Duration;
 
 /// What this rank does.
@@ -15,8 +14,8 @@ pub enum Role {
     /// Rank 0: run the client against this control address with this session key; the guard
     /// finalises MPI when dropped.
     Client(SocketAddr, AuthKey, Finish),
-    /// Rank 1 served (or failed to); exit with this code.
-    Served(ExitCode),
+    /// Rank 1 served its session: exit 0.
+    Served,
 }
 
 /// Finalises MPI when dropped (every exit path of rank 0).
@@ -30,31 +29,31 @@ impl Drop for Finish {
 }
 
 /// Joins the MPI world: rank 1 serves and returns [`Role::Served`], rank 0 returns where to
-/// connect. `Err` is the exit code of a usage error already printed.
+/// connect.
 #[cfg(not(feature = "mpi"))]
-pub fn start(_timeout: Duration, _version: &str) -> Result<Role, ExitCode> {
-    Err(usage_error(netsweep_transport::mpi::BUILD_HINT))
+pub fn start(_timeout: Duration, _version: &str) -> Result<Role> {
+    Err(Error::usage(netsweep_transport::mpi::BUILD_HINT))
 }
 
 /// Joins the MPI world: rank 1 serves and returns [`Role::Served`], rank 0 returns where to
-/// connect. `Err` is the exit code of a usage error already printed.
+/// connect.
 #[cfg(feature = "mpi")]
-pub fn start(timeout: Duration, version: &str) -> Result<Role, ExitCode> {
+pub fn start(timeout: Duration, version: &str) -> Result<Role> {
     use netsweep_transport::mpi::world;
-    let w = world::start().map_err(usage_error)?;
+    let w = world::start().map_err(Error::Usage)?;
     if let Err(e) = world::require_pair(w) {
         world::finish();
-        return Err(usage_error(e));
+        return Err(Error::Usage(e));
     }
     if w.rank == world::SERVER_RANK {
-        let code = serve_rank(w, timeout, version);
+        let served = serve_rank(w, timeout, version);
         world::finish();
-        return Ok(Role::Served(code));
+        return served.map(|()| Role::Served);
     }
     let guard = Finish;
-    let key = netsweep_engine::auth::nonce().map_err(crate::failure)?;
-    let addr = world::find_server(w, &key, timeout).map_err(crate::failure)?;
-    let key = AuthKey::from_bytes(&key).ok_or_else(|| crate::failure("bad session key"))?;
+    let key = netsweep_engine::auth::nonce().map_err(Error::failed)?;
+    let addr = world::find_server(w, &key, timeout).map_err(Error::failed)?;
+    let key = AuthKey::from_bytes(&key).ok_or_else(|| Error::failed("bad session key"))?;
     Ok(Role::Client(addr, key, guard))
 }
 
@@ -63,22 +62,16 @@ fn serve_rank(
     w: &'static netsweep_transport::mpi::world::WorldInfo,
     timeout: Duration,
     version: &str,
-) -> ExitCode {
+) -> Result<()> {
     use netsweep_engine::server::{serve, ServeOptions};
     use netsweep_transport::mpi::world;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let (bind, key) = match world::await_client(w, timeout) {
-        Ok(k) => k,
-        Err(e) => return crate::failure(e),
-    };
-    let listener = match std::net::TcpListener::bind((bind, 0)) {
-        Ok(l) => l,
-        Err(e) => {
-            world::offer_server(w, 0);
-            return crate::failure(format!("rank 1 cannot listen on {bind}: {e}"));
-        }
-    };
+    let (bind, key) = world::await_client(w, timeout).map_err(Error::failed)?;
+    let listener = std::net::TcpListener::bind((bind, 0)).map_err(|e| {
+        world::offer_server(w, 0);
+        Error::failed(format!("rank 1 cannot listen on {bind}: {e}"))
+    })?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     world::offer_server(w, port);
     let opts = ServeOptions {
@@ -91,8 +84,5 @@ fn serve_rank(
     };
     let stop = Arc::new(AtomicBool::new(false));
     let factory = Arc::new(netsweep_transport::Registry);
-    match serve(listener, factory, opts, stop) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => crate::failure(e),
-    }
+    serve(listener, factory, opts, stop).map_err(Error::failed)
 }

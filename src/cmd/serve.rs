@@ -2,7 +2,8 @@
 //! clients) until Ctrl-C.
 
 use crate::cli::{AllowArg, LogFormatArg, ServeArgs};
-use crate::{failure, signal, usage_error};
+use crate::error::{Error, Result};
+use crate::signal;
 use netsweep_engine::server::budget::bytes;
 use netsweep_engine::server::{
     default_max_sessions, iperf3, serve_with, HostLimits, LogFormat, Policy, ServeOptions,
@@ -15,44 +16,38 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-pub fn main(a: ServeArgs) -> ExitCode {
+/// Serves sessions until SIGTERM or Ctrl-C.
+pub fn main(a: ServeArgs) -> Result {
     let auth_key = a.auth_key;
-    let ip: IpAddr = match a.bind.trim_matches(['[', ']']).parse() {
-        Ok(ip) => ip,
-        Err(_) => {
-            return usage_error(format!(
-                "bad --bind '{}': give an IP address such as 0.0.0.0 or ::",
-                a.bind
-            ))
-        }
-    };
+    let ip: IpAddr = a.bind.trim_matches(['[', ']']).parse().map_err(|_| {
+        Error::usage(format!(
+            "bad --bind '{}': give an IP address such as 0.0.0.0 or ::",
+            a.bind
+        ))
+    })?;
     let addr = SocketAddr::new(ip, a.port);
-    let listener = match TcpListener::bind(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            return failure(format!(
-                "cannot listen on {addr}: {e} (is another server using the port? try --port)"
-            ))
-        }
-    };
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        Error::failed(format!(
+            "cannot listen on {addr}: {e} (is another server using the port? try --port)"
+        ))
+    })?;
     let iperf3 = match a.iperf3 {
         None => None,
-        Some(port) => match iperf3::Listeners::bind(SocketAddr::new(ip, port)) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                return failure(format!(
+        Some(port) => Some(
+            iperf3::Listeners::bind(SocketAddr::new(ip, port)).map_err(|e| {
+                Error::failed(format!(
                     "cannot listen for iperf3 clients on {ip}:{port} (TCP and UDP): {e} (is \
-                     `iperf3 -s` running there? stop it, or give --iperf3 another port)"
+                 `iperf3 -s` running there? stop it, or give --iperf3 another port)"
                 ))
-            }
-        },
+            })?,
+        ),
     };
     if let Some(dir) = &a.iperf3_results {
         if !dir.is_dir() {
-            return usage_error(format!(
+            return Err(Error::usage(format!(
                 "--iperf3-results {}: not a directory; create it first",
                 dir.display()
-            ));
+            )));
         }
     }
     let iperf3_at = iperf3
@@ -142,10 +137,9 @@ pub fn main(a: ServeArgs) -> ExitCode {
         budget,
         iperf3_results: a.iperf3_results,
     };
-    match serve_with(listener, iperf3, Arc::new(Registry), opts, stop) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => failure(format!("server failed: {e}")),
-    }
+    serve_with(listener, iperf3, Arc::new(Registry), opts, stop)
+        .map(|()| ExitCode::SUCCESS)
+        .map_err(|e| Error::failed(format!("server failed: {e}")))
 }
 
 /// The policy `--allow` sets: nothing beyond a plain measurement unless listed.

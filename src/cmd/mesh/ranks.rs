@@ -5,8 +5,10 @@
 //! by the round's budget and gives way to Ctrl-C/SIGTERM (mpirun's, when a rank dies).
 
 use crate::cli::MeshArgs;
-use crate::sink::Sink;
-use crate::{failure, signal, usage_error};
+use crate::error::{Error, Result};
+use crate::output::atomic_file::write_atomic;
+use crate::output::sink::Sink;
+use crate::signal;
 use netsweep_engine::auth::{nonce, AuthKey};
 use netsweep_engine::engine::{self, RunContext};
 use netsweep_engine::server::{serve, ServeOptions};
@@ -46,48 +48,38 @@ struct Mesh<'a> {
 }
 
 /// Runs this rank's part of the mesh.
-pub fn run(w: &'static WorldInfo, a: &MeshArgs, spec: RunSpec) -> ExitCode {
+pub fn run(w: &'static WorldInfo, a: &MeshArgs, spec: RunSpec) -> Result {
     let n = w.size as usize;
     let timeout = Duration::from_nanos(spec.timeout_ns);
     let interrupted = signal::install();
     let lab = match &a.lab {
-        Some(id) => match load_lab(id, n) {
-            Ok(l) => Some(l),
-            Err(e) => return usage_error(e),
-        },
+        Some(id) => Some(load_lab(id, n).map_err(Error::Usage)?),
         None => None,
     };
     let me = w.rank as usize;
     let my_name = match &lab {
         Some(l) => {
             let host = l.end_hosts()[me];
-            if let Err(e) = netsweep_lab::netns::enter(&host.netns) {
-                return failure(e);
-            }
+            netsweep_lab::netns::enter(&host.netns).map_err(Error::failed)?;
             host.name.clone()
         }
         None => w.processor.clone(),
     };
     // Rank 0 makes the session key and names every rank.
     let key = if me == 0 {
-        match nonce() {
-            Ok(k) => k.to_vec(),
-            Err(e) => return failure(e),
-        }
+        nonce().map_err(Error::failed)?.to_vec()
     } else {
         Vec::new()
     };
-    let table = match exchange(w, &key, my_name.as_bytes(), TAG_NAMES, TAG_TABLE, timeout) {
-        Ok(t) => t,
-        Err(e) => return failure(e),
-    };
+    let table = exchange(w, &key, my_name.as_bytes(), TAG_NAMES, TAG_TABLE, timeout)
+        .map_err(Error::Failed)?;
     let (key, names) = (table.0, table.1);
     let names: Vec<String> = names
         .iter()
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .collect();
     let Some(key) = AuthKey::from_bytes(&key) else {
-        return failure("rank 0 sent no usable session key");
+        return Err(Error::failed("rank 0 sent no usable session key"));
     };
     let same_host = lab.is_none() && names.iter().all(|h| *h == names[0]);
     let bind: IpAddr = if same_host {
@@ -95,10 +87,8 @@ pub fn run(w: &'static WorldInfo, a: &MeshArgs, spec: RunSpec) -> ExitCode {
     } else {
         Ipv4Addr::UNSPECIFIED.into()
     };
-    let listener = match TcpListener::bind((bind, 0)) {
-        Ok(l) => l,
-        Err(e) => return failure(format!("rank {me} cannot listen on {bind}: {e}")),
-    };
+    let listener = TcpListener::bind((bind, 0))
+        .map_err(|e| Error::failed(format!("rank {me} cannot listen on {bind}: {e}")))?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let stop = Arc::new(AtomicBool::new(false));
     let server = {
@@ -112,10 +102,12 @@ pub fn run(w: &'static WorldInfo, a: &MeshArgs, spec: RunSpec) -> ExitCode {
         let stop = stop.clone();
         std::thread::spawn(move || serve(listener, Arc::new(Registry), opts, stop))
     };
-    let ports = match exchange(w, &[], &port.to_be_bytes(), TAG_PORTS, TAG_ADDRS, timeout) {
-        Ok((_, p)) => p.iter().map(|b| u16::from_be_bytes([b[0], b[1]])).collect(),
-        Err(e) => return failure(e),
-    };
+    let ports = exchange(w, &[], &port.to_be_bytes(), TAG_PORTS, TAG_ADDRS, timeout)
+        .map_err(Error::Failed)?
+        .1
+        .iter()
+        .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        .collect();
     let m = Mesh {
         w,
         spec,
@@ -278,7 +270,7 @@ impl Mesh<'_> {
 }
 
 /// Runs every round; rank 0 writes the file after each and at the end.
-fn rounds(m: &Mesh<'_>, a: &MeshArgs) -> ExitCode {
+fn rounds(m: &Mesh<'_>, a: &MeshArgs) -> Result {
     let n = m.w.size as u32;
     let layout = a.layout.0;
     let plan = mesh::schedule(layout, n);
@@ -347,7 +339,11 @@ fn rounds(m: &Mesh<'_>, a: &MeshArgs) -> ExitCode {
         }
         if m.w.rank == 0 {
             finish(&mut out, n, None, false);
-            write(&path, &out);
+            if let Err(e) = write(&path, &out) {
+                // Every rank must reach the next barrier: stop the rounds for all of them.
+                error = Some(e);
+                break;
+            }
         }
     }
     // Servers stay up until every rank's flows are over.
@@ -358,17 +354,16 @@ fn rounds(m: &Mesh<'_>, a: &MeshArgs) -> ExitCode {
     }
     if m.w.rank != 0 {
         return match error {
-            None => ExitCode::SUCCESS,
-            Some(e) => failure(format!("rank {}: {e}", m.w.rank)),
+            None => Ok(ExitCode::SUCCESS),
+            Some(e) => Err(Error::failed(format!("rank {}: {e}", m.w.rank))),
         };
     }
     let failed = error.is_some();
     finish(&mut out, n, error, true);
-    write(&path, &out);
+    let written = write(&path, &out);
     let html = path.with_extension("html");
-    if let Err(e) = std::fs::write(&html, netsweep_report::mesh::page(&out)) {
-        eprintln!("netsweep: cannot write {}: {e}", html.display());
-    }
+    let page = write_atomic(&html, &netsweep_report::mesh::page(&out))
+        .map_err(|e| format!("cannot write {}: {e}", html.display()));
     if !a.run.quiet {
         print!("{}", netsweep_report::mesh::text(&out));
         eprintln!(
@@ -377,10 +372,11 @@ fn rounds(m: &Mesh<'_>, a: &MeshArgs) -> ExitCode {
             html.display()
         );
     }
+    written.and(page).map_err(Error::Failed)?;
     if failed {
-        failure(out.message.unwrap_or_default())
+        Err(Error::Failed(out.message.unwrap_or_default()))
     } else {
-        ExitCode::SUCCESS
+        Ok(ExitCode::SUCCESS)
     }
 }
 
@@ -417,13 +413,10 @@ fn output_path(a: &MeshArgs, now: SystemTime) -> PathBuf {
 }
 
 /// Writes the file whole (a temporary file renamed over it), so a reader never sees half.
-fn write(path: &PathBuf, out: &MeshResult) {
+fn write(path: &std::path::Path, out: &MeshResult) -> Result<(), String> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        let _ = std::fs::create_dir_all(d);
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
-    let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(out).unwrap_or_default();
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path)) {
-        eprintln!("netsweep: cannot write {}: {e}", path.display());
-    }
+    let text = serde_json::to_string_pretty(out).map_err(|e| e.to_string())?;
+    write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -38,12 +38,12 @@ pub struct ServeArgs {
 
     /// Largest message size a client may ask for, e.g. 1M (default 64M): each session
     /// allocates buffers of about this size. Beyond it a run is refused, naming the limit.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse::size)]
     pub max_size: Option<u64>,
 
     /// Longest a session may last, e.g. 10m (default 1h; a bare number is seconds). Checked
     /// between trials: a longer run ends with a message naming the limit, its points kept.
-    #[arg(long, value_name = "TIME", value_parser = crate::parse::duration)]
+    #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_duration: Option<Duration>,
 
     /// Most data connections one session may open with `--flows` (default 4096, the most
@@ -66,13 +66,13 @@ pub struct ServeArgs {
     /// thread with --flows), its transport's rings and shared-memory files — is computed from
     /// its hello and reserved before it is admitted; a client beyond is told the server is
     /// busy, naming the limit. The startup line prints the budget.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse::size)]
     pub max_memory: Option<u64>,
 
     /// Most memory one session may hold, e.g. 256M (default 1G, or a quarter of
     /// --max-memory if that is less). A run asking more (large sizes × --batch, many
     /// --threads) is refused, naming what it would hold and what to change.
-    #[arg(long, value_name = "SIZE", value_parser = crate::parse::size)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::cli::parse::size)]
     pub max_session_memory: Option<u64>,
 
     /// Most threads all sessions together may run (default 1024, or three quarters of the
@@ -94,7 +94,7 @@ pub struct ServeArgs {
     /// Require clients to prove they hold the key in FILE (their `run --auth-key FILE`):
     /// a client without it gets a refusal, logged with its address, and never a session.
     /// Off by default; without it anyone who reaches the port can run measurements.
-    #[arg(long, value_name = "FILE", value_parser = crate::parse::auth_key)]
+    #[arg(long, value_name = "FILE", value_parser = crate::cli::parse::auth_key)]
     pub auth_key: Option<AuthKey>,
 
     /// Also serve unmodified iperf3 clients (`iperf3 -c HOST`) on PORT, TCP and UDP (default

@@ -2,14 +2,15 @@
 //! runs a short `netsweep run` (this binary, as a child with a deadline) against the target and
 //! answers its OpenMetrics exposition with `netsweep_probe_success` and
 //! `netsweep_probe_duration_seconds` appended; `/metrics` describes the exporter itself.
-//! Bounded: each parameter validated (src/exporter_query.rs), at most `--max-probes` probes
+//! Bounded: each parameter validated (`query`), at most `--max-probes` probes
 //! at once (others are told so, 503), one probe per target at a time (a second request waits
 //! for the first's result), each result served again for `--cache` (a scrape every second
 //! measures once per period), a fixed pool of request threads.
 
-use crate::cli_exporter::ExporterArgs;
-use crate::exporter_query::{Probe, ProbeLimits, MAX_QUERY};
-use crate::{failure, signal};
+use crate::cli::exporter::ExporterArgs;
+use crate::error::{Error, Result};
+use crate::signal;
+use query::{Probe, ProbeLimits, MAX_QUERY};
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -17,6 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tiny_http::{Header, Method, Request, Response, Server};
+
+mod query;
 
 /// Most cached results kept (the oldest goes first).
 const MAX_CACHED: usize = 256;
@@ -49,16 +52,14 @@ enum Outcome {
 
 const OUTCOMES: [&str; 5] = ["success", "failure", "cached", "busy", "invalid"];
 
-pub fn main(a: ExporterArgs) -> std::process::ExitCode {
-    let server = match Server::http(a.listen.as_str()) {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            return failure(format!(
-                "cannot listen on {}: {e} (is another exporter using the port? try --listen)",
-                a.listen
-            ))
-        }
-    };
+/// Serves probes and `/metrics` until SIGTERM or Ctrl-C.
+pub fn main(a: ExporterArgs) -> Result {
+    let server = Arc::new(Server::http(a.listen.as_str()).map_err(|e| {
+        Error::failed(format!(
+            "cannot listen on {}: {e} (is another exporter using the port? try --listen)",
+            a.listen
+        ))
+    })?);
     let stop = signal::install();
     let ex = Arc::new(Exporter {
         limits: ProbeLimits {
@@ -94,7 +95,7 @@ pub fn main(a: ExporterArgs) -> std::process::ExitCode {
     for t in threads {
         let _ = t.join();
     }
-    std::process::ExitCode::SUCCESS
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn serve(server: &Server, ex: &Exporter, stop: &AtomicBool) {

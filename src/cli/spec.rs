@@ -1,0 +1,226 @@
+//! The run spec from `run`'s flags, built once for every front end that takes them (`run`,
+//! `mesh`, `scenario`'s runs): the sizes, the offered load, trial times, both sides' knobs and
+//! the default placement. Transport-specific defaults come from the transport's descriptor.
+
+use crate::cli::values::PerSide;
+use crate::cli::RunArgs;
+use netsweep_model::load::{parse_rates, Arrivals, LoadSpec};
+use netsweep_model::sizes::{netpipe_schedule, parse_sizes, DEFAULT_PERTURBATION};
+use netsweep_model::spec::{Family, Pattern, RunSpec, Transport};
+use netsweep_proto::messages::Knobs;
+use netsweep_transport::knobs::Knob;
+use std::time::{Duration, SystemTime};
+
+/// Builds the spec from the flags; the error is a usage error.
+pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
+    let (transport, pattern, api) = (a.transport.0, a.pattern.0, a.api.0);
+    let d = netsweep_transport::descriptor(transport);
+    let family = d.family(family);
+    let mut spec = RunSpec::new(transport, pattern, family);
+    spec.api = api;
+    match &a.sizes {
+        Some(s) => {
+            spec.sizes = parse_sizes(s).map_err(|e| e.to_string())?;
+            spec.sizes_spec = s.clone();
+        }
+        None if pattern == Pattern::Rate => {
+            spec.sizes = vec![RATE_DEFAULT_SIZE];
+            spec.sizes_spec = format!("{RATE_DEFAULT_SIZE} (the rate pattern's default)");
+        }
+        None => {
+            let ceiling = a.max_size.unwrap_or(d.default_ceiling);
+            let start = d.first_size(pattern);
+            spec.sizes = netpipe_schedule(start, ceiling, a.perturbation);
+            spec.sizes_spec = format!(
+                "netpipe({start}..{ceiling}, perturbation {})",
+                if a.perturbation == DEFAULT_PERTURBATION {
+                    format!("{} (default)", a.perturbation)
+                } else {
+                    a.perturbation.to_string()
+                }
+            );
+        }
+    }
+    d.check_sizes(pattern, &spec.sizes)?;
+    spec.load = load(a, pattern)?;
+    set_trial_times(a, &mut spec);
+    spec.precision = a.precision;
+    spec.timeout_ns = a.timeout.as_nanos() as u64;
+    spec.min_trials = a.min_trials;
+    spec.max_trials = a.max_trials;
+    spec.warmup = !a.no_warmup;
+    spec.refine = a.refine;
+    spec.reverse = a.reverse;
+    spec.flows = a.flows;
+    spec.threads = a.threads;
+    let (mut client_knobs, mut server_knobs) = knobs(a, transport)?;
+    if a.batch.is_none() {
+        let b = d.default_batch(api);
+        (client_knobs.batch, server_knobs.batch) = (b, b);
+    }
+    spec.client_knobs = client_knobs;
+    spec.server_knobs = server_knobs;
+    spec.interval_ns = a.interval.map_or(0, |i| i.as_nanos() as u64);
+    // Flows run on many threads: pinning them all to one CPU would serialise them.
+    if a.host.is_none() && a.cpu.is_none() && a.flows <= 1 {
+        default_placement(&mut spec);
+    }
+    spec.validate(d)?;
+    spec.background = a.background.clone();
+    for b in &spec.background {
+        let flow = b.session_spec(&spec);
+        flow.validate(netsweep_transport::descriptor(flow.transport))
+            .and_then(|()| b.check(&spec))
+            .map_err(|e| format!("--background {}: {e}", b.text))?;
+    }
+    Ok(spec)
+}
+
+/// Sets the trial time and the point budget from the flags; without them the spec keeps
+/// `RunSpec::new`'s defaults — except a rate run's. A rate point's stop-rule sample, the
+/// delivered rate, follows the offered one and meets any precision at once, so the trial
+/// time decides how many replies its percentiles rest on: without --trial-time a rate
+/// trial carries 1000 requests at the run's lowest load (`LoadSpec::default_trial_ns`), and
+/// the budget lets --min-trials of them run.
+fn set_trial_times(a: &RunArgs, spec: &mut RunSpec) {
+    let ns = |d: Duration| d.as_nanos() as u64;
+    let rate_default = a.trial_time.is_none() && spec.load.is_some();
+    match (a.trial_time, &spec.load) {
+        (Some(t), _) => spec.trial_time_ns = ns(t),
+        (None, Some(load)) => spec.trial_time_ns = load.default_trial_ns(&spec.sizes),
+        (None, None) => {}
+    }
+    match a.max_point_time {
+        Some(t) => spec.max_point_time_ns = ns(t),
+        None if rate_default => {
+            spec.max_point_time_ns = spec.trial_time_ns * u64::from(a.min_trials.max(2));
+        }
+        None => {}
+    }
+}
+
+/// The message size of a rate run without --sizes.
+const RATE_DEFAULT_SIZE: u64 = 64;
+
+/// The rate pattern's offered load from --rate/--rates/--arrivals/--seed; the
+/// flags are refused with another pattern.
+fn load(a: &RunArgs, pattern: Pattern) -> Result<Option<LoadSpec>, String> {
+    if pattern != Pattern::Rate {
+        let given = [
+            (a.rate.is_some(), "--rate"),
+            (a.rates.is_some(), "--rates"),
+            (a.seed.is_some(), "--seed"),
+            (a.arrivals != Arrivals::Constant, "--arrivals"),
+        ];
+        return match given.iter().find(|(g, _)| *g) {
+            Some((_, flag)) => Err(format!(
+                "{flag} applies to the rate pattern: add -p rate (open-loop requests at an \
+                 offered load)"
+            )),
+            None => Ok(None),
+        };
+    }
+    let rates = match &a.rates {
+        Some(r) => parse_rates(r)?,
+        None => Vec::new(),
+    };
+    let seed = a.seed.unwrap_or_else(|| {
+        let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+        now.map_or(1, |d| d.as_nanos() as u64)
+    });
+    Ok(Some(LoadSpec {
+        rate: a.rate,
+        rates,
+        rates_spec: a.rates.clone().unwrap_or_default(),
+        arrivals: a.arrivals,
+        seed,
+    }))
+}
+
+/// The in-process run's default placement. A pingpong or crr exchange alternates between
+/// the two ends, so sharing one CPU costs it no parallelism; left free, the scheduler moves
+/// the two threads between sharing a CPU and not, from trial to trial and run to run, and
+/// the sweep then measures the scheduler (RTT/2 ~3× apart on a 2-CPU VM) instead of the
+/// stack — docs/methodology.md has the measurements. Both ends go on the highest allowed
+/// CPU (CPU 0 takes most housekeeping). Streams run both ends at once and stay free, as does
+/// a transport whose ends poll (`shm`) and a run that asks for `--busy-poll` (a polling end
+/// would take the CPU its peer needs). `--cpu free` restores the scheduler's placement.
+fn default_placement(spec: &mut RunSpec) {
+    if !matches!(spec.pattern, Pattern::Pingpong | Pattern::Crr)
+        || netsweep_transport::descriptor(spec.transport).polls
+        || spec.client_knobs.busy_poll.is_some()
+        || spec.server_knobs.busy_poll.is_some()
+    {
+        return;
+    }
+    if let Some(&cpu) = netsweep_engine::meter::allowed_cpus().last() {
+        spec.client_knobs.cpu = Some(cpu);
+        spec.server_knobs.cpu = Some(cpu);
+        spec.default_placement = true;
+    }
+}
+
+/// Builds both sides' knobs from the flags.
+fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
+    let mut c = Knobs::default();
+    let mut s = Knobs::default();
+    (c.sndbuf, s.sndbuf) = PerSide::pair(a.sndbuf);
+    (c.rcvbuf, s.rcvbuf) = PerSide::pair(a.rcvbuf);
+    if netsweep_transport::knobs::applies(Knob::Nodelay, transport) {
+        (c.nodelay, s.nodelay) = (Some(a.nodelay), Some(a.nodelay));
+    }
+    if !a.align {
+        (c.buffer_offset, s.buffer_offset) = PerSide::pair(a.offset);
+    }
+    if let Some(b) = a.batch {
+        if b == 0 || b > 1024 {
+            return Err(format!("--batch {b} is out of range: give 1 to 1024"));
+        }
+        (c.batch, s.batch) = (Some(b), Some(b));
+    }
+    (c.congestion_control, s.congestion_control) = (a.cc.clone(), a.cc.clone());
+    // --dscp arrives as the TOS byte; clap keeps it and --tos apart.
+    (c.tos, s.tos) = PerSide::pair(a.tos.or(a.dscp));
+    (c.priority, s.priority) = PerSide::pair(a.priority);
+    if a.no_check {
+        (c.no_check, s.no_check) = (Some(true), Some(true));
+    }
+    (c.busy_poll, s.busy_poll) = PerSide::pair(a.busy_poll);
+    (c.pmtu, s.pmtu) = (a.pmtu.clone(), a.pmtu.clone());
+    (c.cpu, s.cpu) = PerSide::pair(a.cpu);
+    if let Some(pool) = a.invalidate_cache {
+        (c.cache_pool, s.cache_pool) = (Some(pool), Some(pool));
+    }
+    (c.interface, s.interface) = (a.interface.clone(), None);
+    Ok((c, s))
+}
+
+/// Parses a run's arguments as `netsweep run` would and builds its spec.
+pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, String> {
+    use clap::Parser;
+    let argv = ["netsweep", "run", "127.0.0.1"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    // clap's message without its usage and help hints: the error line and, for a closed
+    // set, the possible values.
+    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| {
+        e.to_string()
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    })?;
+    match cli.command {
+        Some(crate::cli::Command::Run(a)) => {
+            let family = if a.ipv6 {
+                netsweep_model::spec::Family::Ipv6
+            } else {
+                netsweep_model::spec::Family::Ipv4
+            };
+            build(&a, family)
+        }
+        _ => Err("not a run".into()),
+    }
+}

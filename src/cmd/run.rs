@@ -1,0 +1,252 @@
+//! `netsweep run`: builds the RunSpec from flags, starts the in-process server when no host
+//! is given, and drives the engine with the table/file sink.
+
+use crate::cli::RunArgs;
+use crate::error::{Error, Result};
+use crate::output::sink::Sink;
+use crate::peer::{iperf3, mpi};
+use crate::signal;
+use netsweep_engine::engine::{self, RunContext};
+use netsweep_engine::error::NetError;
+use netsweep_engine::server::{serve, ServeOptions};
+use netsweep_model::results::RunStatus;
+use netsweep_model::spec::{Family, RunSpec, Transport};
+use netsweep_model::time;
+use netsweep_report::Format;
+use netsweep_transport::Registry;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Resolves HOST[:PORT] to a control address.
+fn resolve(host: &str, default_port: u16, ipv6: bool) -> Result<SocketAddr, String> {
+    let with_port = if host.parse::<Ipv6Addr>().is_ok() {
+        format!("[{host}]:{default_port}")
+    } else if host.contains(':') {
+        host.to_string()
+    } else {
+        format!("{host}:{default_port}")
+    };
+    let addrs: Vec<SocketAddr> = with_port
+        .to_socket_addrs()
+        .map_err(|e| {
+            format!("cannot resolve '{host}': {e}; give HOST or HOST:PORT (IPv6 as [ADDR]:PORT)")
+        })?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv6() == ipv6)
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("'{host}' resolved to no address"))
+}
+
+/// Where the run's results go: the table (or `--format`) on stdout unless `-o` names stdout
+/// or `--quiet`; the `-o` file; the saved file unless `--no-save` or `-o` is already JSON.
+fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
+    let explicit = a.format.map(|f| f.0);
+    let file = a.output.as_ref().map(|o| {
+        (
+            PathBuf::from(o),
+            explicit.unwrap_or_else(|| Format::from_path(o)),
+        )
+    });
+    // `-o /dev/stdout` (or any path that is this process's stdout) is the stdout output:
+    // the table is not printed beside it.
+    let stdout = match &file {
+        _ if a.quiet => None,
+        Some((p, _)) if crate::output::path::names_own_stdout(p) => None,
+        Some(_) => Some(Format::Text),
+        None => Some(explicit.unwrap_or(Format::Text)),
+    };
+    let file_is_json = matches!(&file, Some((_, Format::Json)));
+    let saved = (!a.no_save && !file_is_json).then(|| {
+        PathBuf::from(&a.save_dir).join(format!(
+            "{}-{}-{}.json",
+            time::compact(now),
+            spec.transport,
+            spec.pattern
+        ))
+    });
+    Sink::new(stdout, file, saved, a.quiet)
+}
+
+pub fn main(a: RunArgs) -> Result {
+    let family = if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 };
+    let spec = crate::cli::spec::build(&a, family).map_err(Error::Usage)?;
+    let lab = match &a.lab_meta {
+        None => None,
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())
+                })
+                .map_err(|e| Error::usage(format!("cannot read --lab-meta {p}: {e}")))?,
+        ),
+    };
+    let auth_key = a.auth_key.clone();
+    let now = SystemTime::now();
+    let mut sink = output_plan(&a, &spec, now);
+    let interrupted = signal::install();
+    let factory = Arc::new(Registry);
+    let version = env!("CARGO_PKG_VERSION");
+
+    // An iperf3 server as the peer: its own protocol, stream points only.
+    if let Some(url) = a.host.as_deref().filter(|h| h.starts_with(iperf3::SCHEME)) {
+        let mut spec = iperf3::honest_spec(spec);
+        iperf3::check(&spec).map_err(Error::Usage)?;
+        if a.sizes.is_none() {
+            spec.sizes = iperf3::default_sizes(spec.transport);
+            spec.sizes_spec = "iperf3 default".into();
+        }
+        let addr = iperf3::resolve(url).map_err(Error::Usage)?;
+        let (result, error) = iperf3::run(&spec, addr, &mut sink, &interrupted);
+        let ended = match error {
+            None => Ended::Complete,
+            Some(_) if result.status == RunStatus::Interrupted => Ended::Interrupted,
+            Some(e) => Ended::Failed(e),
+        };
+        return finish(&sink, ended, result.points.len(), a.quiet);
+    }
+    // -t xdp: a build with the feature, and a link between two hosts (never loopback).
+    if spec.transport == Transport::Xdp {
+        if !cfg!(feature = "xdp") {
+            return Err(Error::usage(netsweep_transport::xdp::BUILD_HINT));
+        }
+        if a.host.is_none() {
+            return Err(Error::usage(
+                "-t xdp needs a link between two hosts or namespaces: run `netsweep serve` on \
+                 the far end and name it (`netsweep run HOST -t xdp`; `netsweep lab` builds \
+                 such a pair); on loopback use -t packet",
+            ));
+        }
+    }
+    // -t mpi: rank 1 serves, rank 0 finds it over MPI (no host).
+    let mut auth_key = auth_key;
+    let mut mpi_client = None;
+    if spec.transport == Transport::Mpi {
+        if a.host.is_some() {
+            return Err(Error::usage(
+                "-t mpi finds its peer in the MPI world: drop HOST and run \
+                 `mpirun -np 2 netsweep run -t mpi …`",
+            ));
+        }
+        match mpi::start(std::time::Duration::from_nanos(spec.timeout_ns), version)? {
+            mpi::Role::Served => return Ok(ExitCode::SUCCESS),
+            mpi::Role::Client(addr, key, guard) => {
+                auth_key = Some(key);
+                mpi_client = Some((addr, guard));
+            }
+        }
+    }
+    // No host: start the server in-process on loopback and speak the same protocol to it.
+    let mut local = None;
+    let (server, peer_label) = match (&a.host, &mpi_client) {
+        (_, Some((addr, _))) => (*addr, format!("mpi rank 1 at {addr}")),
+        (Some(h), None) => {
+            let addr = resolve(h, a.port, a.ipv6).map_err(Error::Usage)?;
+            (addr, addr.to_string())
+        }
+        (None, None) => {
+            let ip: IpAddr = if a.ipv6 {
+                Ipv6Addr::LOCALHOST.into()
+            } else {
+                Ipv4Addr::LOCALHOST.into()
+            };
+            let listener = TcpListener::bind((ip, 0)).map_err(|e| {
+                Error::failed(format!("cannot start the in-process server on {ip}: {e}"))
+            })?;
+            let addr = listener.local_addr().map_err(Error::failed)?;
+            let stop = Arc::new(AtomicBool::new(false));
+            // The in-process server holds the same key, so a local run exercises the
+            // authentication too.
+            // One session, or (with --background) one per flow besides the measured one,
+            // served until the run ends.
+            let sessions = 1 + spec.background.len();
+            let opts = ServeOptions {
+                once: sessions == 1,
+                max_sessions: sessions,
+                max_sessions_per_ip: sessions,
+                tool_version: version.into(),
+                auth_key: auth_key.clone(),
+                ..ServeOptions::in_process()
+            };
+            let f = factory.clone();
+            let s2 = stop.clone();
+            local = Some((
+                std::thread::spawn(move || serve(listener, f, opts, s2)),
+                stop,
+            ));
+            (addr, "in-process".to_string())
+        }
+    };
+    let ctx = RunContext {
+        server,
+        peer_label,
+        tool_version: version,
+        interrupt: &interrupted,
+        started_at: time::rfc3339(now),
+        lab,
+        auth_key,
+    };
+    let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink);
+    if let Some((handle, stop)) = local {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = handle.join();
+    }
+    let (ended, points) = match outcome {
+        Err(e) => return Err(Error::failed(e)),
+        Ok(o) => {
+            let points = o.result.points.len();
+            match o.error {
+                None => (Ended::Complete, points),
+                Some(NetError::Interrupted) => (Ended::Interrupted, points),
+                Some(e) => (Ended::Failed(e.to_string()), points),
+            }
+        }
+    };
+    finish(&sink, ended, points, a.quiet)
+}
+
+/// How a run that got as far as a session ended.
+#[derive(Debug)]
+enum Ended {
+    Complete,
+    Interrupted,
+    Failed(String),
+}
+
+/// Reports what was written and how the run ended: `Ok` when the run completed and every
+/// results output was written in full; [`Error::Interrupted`] (130) when it was interrupted
+/// and everything measured was saved; [`Error::Failed`] (1) otherwise — a run failure, or any
+/// failed write of a results output (`-o`, the saved file, a format other than the table on
+/// stdout), even in an interrupted run: its exit code must not say "saved" when something was
+/// lost. "results saved to" and "output written to" name only files written in full.
+fn finish(sink: &Sink, ended: Ended, points: usize, quiet: bool) -> Result {
+    let lost = sink.failures();
+    if !quiet {
+        if let Some(p) = sink.saved() {
+            eprintln!("results saved to {}", p.display());
+        }
+        if let Some(p) = sink.output() {
+            eprintln!("output written to {}", p.display());
+        }
+    }
+    let lost = lost.join("\n");
+    match ended {
+        Ended::Complete if lost.is_empty() => Ok(ExitCode::SUCCESS),
+        Ended::Complete => Err(Error::Failed(lost)),
+        Ended::Interrupted if lost.is_empty() => Err(Error::Interrupted(format!(
+            "interrupted; {points} points measured and saved"
+        ))),
+        Ended::Interrupted => Err(Error::Failed(format!(
+            "interrupted; {points} points measured\n{lost}"
+        ))),
+        Ended::Failed(e) if lost.is_empty() => Err(Error::Failed(e)),
+        Ended::Failed(e) => Err(Error::Failed(format!("{e}\n{lost}"))),
+    }
+}
