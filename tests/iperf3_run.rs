@@ -96,7 +96,6 @@ fn every_option_an_iperf3_peer_cannot_honour_is_refused_by_name() {
         (&["--flows", "2"], "--flows"),
         (&["--threads", "2"], "--threads"),
         (&["--background", "stream"], "--background"),
-        (&["--refine"], "--refine"),
         (&["--sndbuf", "64k"], "--sndbuf"),
         (&["--rcvbuf", "64k"], "--rcvbuf"),
         (&["--offset", "1"], "--offset"),
@@ -179,11 +178,17 @@ fn a_sweep_against_iperf3_counts_what_the_iperf3_server_counts() {
     let sent = p["server"]["bytes_sent"].as_u64().unwrap();
     assert!(got > 0 && got <= sent, "received {got}, server sent {sent}");
 
+    // The engine's point loop runs an iperf3 peer too: --refine applies (one size, nothing
+    // to refine around), and the spec records the trial time that applied (a whole test, at
+    // least 1 s), not the 0.1 s default asked for.
     let v = sweep(
         &url,
         &dir.join("udp.json"),
-        &["-t", "udp", "--sizes", "1400"],
+        &["-t", "udp", "--sizes", "1400", "--refine"],
     );
+    assert_eq!(v["status"], "complete");
+    assert_eq!(v["spec"]["refine"], true);
+    assert!(v["spec"]["trial_time_ns"].as_u64().unwrap() >= 1_000_000_000);
     let p = &v["points"][0];
     let loss = &p["loss"];
     let sent = loss["sent"].as_u64().unwrap();

@@ -4,12 +4,12 @@
 use crate::cli::RunArgs;
 use crate::error::{Error, Result};
 use crate::output::sink::Sink;
-use crate::peer::{iperf3, mpi};
+use crate::peer::mpi;
 use crate::signal;
-use netsweep_engine::engine::{self, RunContext};
+use netsweep_engine::engine::{self, RunContext, RunOutcome};
 use netsweep_engine::error::NetError;
+use netsweep_engine::iperf3;
 use netsweep_engine::server::{serve, ServeOptions};
-use netsweep_model::results::RunStatus;
 use netsweep_model::spec::{Family, RunSpec, Transport};
 use netsweep_model::time;
 use netsweep_report::Format;
@@ -104,13 +104,9 @@ pub fn main(a: RunArgs) -> Result {
             spec.sizes_spec = "iperf3 default".into();
         }
         let addr = iperf3::resolve(url).map_err(Error::Usage)?;
-        let (result, error) = iperf3::run(&spec, addr, &mut sink, &interrupted);
-        let ended = match error {
-            None => Ended::Complete,
-            Some(_) if result.status == RunStatus::Interrupted => Ended::Interrupted,
-            Some(e) => Ended::Failed(e),
-        };
-        return finish(&sink, ended, result.points.len(), a.quiet);
+        let started_at = time::rfc3339(now);
+        let outcome = iperf3::run(&spec, addr, &started_at, &interrupted, &mut sink);
+        return finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet);
     }
     // -t xdp: a build with the feature, and a link between two hosts (never loopback).
     if spec.transport == Transport::Xdp {
@@ -198,18 +194,17 @@ pub fn main(a: RunArgs) -> Result {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = handle.join();
     }
-    let (ended, points) = match outcome {
-        Err(e) => return Err(Error::failed(e)),
-        Ok(o) => {
-            let points = o.result.points.len();
-            match o.error {
-                None => (Ended::Complete, points),
-                Some(NetError::Interrupted) => (Ended::Interrupted, points),
-                Some(e) => (Ended::Failed(e.to_string()), points),
-            }
-        }
-    };
-    finish(&sink, ended, points, a.quiet)
+    let outcome = outcome.map_err(Error::failed)?;
+    finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet)
+}
+
+/// How a run that got as far as a session ended.
+fn ended(o: &RunOutcome) -> Ended {
+    match &o.error {
+        None => Ended::Complete,
+        Some(NetError::Interrupted) => Ended::Interrupted,
+        Some(e) => Ended::Failed(e.to_string()),
+    }
 }
 
 /// How a run that got as far as a session ended.

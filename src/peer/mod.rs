@@ -1,5 +1,5 @@
-//! Peers that are not a `netsweep serve` reached by HOST: an unmodified iperf3 server
-//! (`iperf3://HOST`) and the MPI world's other rank (`-t mpi`).
+//! Peers that are not a `netsweep serve` reached by HOST and need the binary's help: the MPI
+//! world's other rank (`-t mpi`). An iperf3 server (`iperf3://HOST`) is the engine's
+//! (`netsweep_engine::iperf3`), measured by the same point loop as a netsweep session.
 
-pub mod iperf3;
 pub mod mpi;

@@ -51,6 +51,9 @@ pub enum NetError {
     /// A background flow (`--background`) failed; the message names it and why.
     #[error("{0}")]
     Background(String),
+    /// A peer tool (an iperf3 server) could not run a trial; the message names it and why.
+    #[error("{0}")]
+    PeerTool(String),
     /// The run's results can no longer be written anywhere (the CLI's sink said so).
     #[error("{0}")]
     Output(String),

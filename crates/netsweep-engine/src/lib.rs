@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod hostinfo;
+pub mod iperf3;
 pub mod meter;
 pub mod pattern;
 pub mod point;

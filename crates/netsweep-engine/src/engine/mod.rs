@@ -7,19 +7,22 @@
 mod background;
 mod calibration;
 mod measure;
+pub mod peer;
+mod session;
 
-use crate::auth::{self, AuthKey};
-use crate::control::ClientControl;
+use crate::auth::AuthKey;
 use crate::error::NetError;
-use crate::hostinfo;
-use crate::meter::pin_current_thread;
-use crate::pattern::{self, ClientOpen, ClientPattern};
+use crate::pattern::PointFigures;
 use background::Background;
 use measure::Measurer;
 use netsweep_endpoint::TransportFactory;
-use netsweep_model::results::{Granted, RunResult, RunStatus, ToolInfo, SCHEMA, SCHEMA_VERSION};
+use netsweep_model::results::{
+    DatagramTotals, Granted, RunResult, RunStatus, ToolInfo, SCHEMA, SCHEMA_VERSION,
+};
 use netsweep_model::spec::{Pattern, RunSpec};
-use netsweep_proto::messages::{ClientMsg, GrantedKnobs, HostInfo, ServerMsg};
+use netsweep_proto::messages::{ClientMsg, GrantedKnobs, HostInfo};
+use peer::Peer;
+use session::{open_session, Session, SessionPeer};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -98,36 +101,18 @@ pub fn run(
         server_granted,
         ..
     } = open_session(spec, ctx, factory)?;
-    let mut result = RunResult {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        tool: ToolInfo {
-            name: "netsweep".into(),
-            version: ctx.tool_version.into(),
-        },
-        started_at: ctx.started_at.clone(),
-        finished_at: None,
-        status: RunStatus::Running,
-        message: None,
-        spec: spec.clone(),
-        peer: ctx.peer_label.clone(),
-        client: client_info,
-        granted: Granted {
-            client: client_granted,
-            server: server_granted,
-        },
-        warnings: symmetry_warnings(spec, ctx.lab.as_ref())
-            .into_iter()
-            .chain(withheld_warning(&server_info))
-            .collect(),
-        server: server_info,
-        lab: ctx.lab.clone(),
-        points: Vec::new(),
-        datagram_totals: None,
-        summary: None,
-        anomalies: Vec::new(),
-        knee: None,
+    let mut result = new_result(spec, ctx.tool_version, &ctx.started_at, &ctx.peer_label);
+    result.client = client_info;
+    result.granted = Granted {
+        client: client_granted,
+        server: server_granted,
     };
+    result.warnings = symmetry_warnings(spec, ctx.lab.as_ref())
+        .into_iter()
+        .chain(withheld_warning(&server_info))
+        .collect();
+    result.server = server_info;
+    result.lab = ctx.lab.clone();
     sink.started(&result);
 
     let run_start = Instant::now();
@@ -138,9 +123,16 @@ pub fn run(
             Ok(bg) => bg,
             Err(e) => return (Some(e), None),
         };
-        let mut m = Measurer::new(&mut ctl, pattern.as_mut(), spec, ctx.interrupt, &mut bg);
+        let mut peer = SessionPeer {
+            ctl: &mut ctl,
+            bg: &mut bg,
+            interrupt: ctx.interrupt,
+            timeout: Duration::from_nanos(spec.timeout_ns),
+            totals: DatagramTotals::default(),
+        };
+        let mut m = Measurer::new(&mut peer, pattern.as_mut(), spec, ctx.interrupt);
         let error = measure_all(&mut m, &mut result, sink, ctx.interrupt);
-        let totals = m.pattern.is_datagram().then_some(m.totals);
+        let totals = peer.datagram_totals(pattern.as_mut());
         bg.close();
         (error, totals)
     });
@@ -149,146 +141,85 @@ pub fn run(
         let _ = ctl.send(ClientMsg::Bye {});
         let _ = ctl.recv("closing the session", Some(Duration::from_secs(2)));
     }
+    Ok(conclude(result, error, run_start, sink))
+}
+
+/// Runs `result.spec`'s sweep with a peer other than a netsweep session (an iperf3 server):
+/// the same points, warm-up, stop rule, `--refine`, annotations and sink as [`run`].
+pub(crate) fn run_with<P: Peer + ?Sized>(
+    mut result: RunResult,
+    peer: &mut P,
+    pattern: &mut P::Pattern,
+    interrupt: &AtomicBool,
+    sink: &mut dyn RunSink,
+) -> RunOutcome {
+    let spec = result.spec.clone();
+    sink.started(&result);
+    let run_start = Instant::now();
+    let mut m = Measurer::new(peer, pattern, &spec, interrupt);
+    let error = measure_all(&mut m, &mut result, sink, interrupt);
+    result.datagram_totals = peer.datagram_totals(pattern);
+    conclude(result, error, run_start, sink)
+}
+
+/// A run's results before its first point: what it is, when it started, against whom.
+pub(crate) fn new_result(
+    spec: &RunSpec,
+    tool_version: &str,
+    started_at: &str,
+    peer: &str,
+) -> RunResult {
+    RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        tool: ToolInfo {
+            name: "netsweep".into(),
+            version: tool_version.into(),
+        },
+        started_at: started_at.into(),
+        finished_at: None,
+        status: RunStatus::Running,
+        message: None,
+        spec: spec.clone(),
+        peer: peer.into(),
+        client: HostInfo::default(),
+        granted: Granted::default(),
+        warnings: Vec::new(),
+        server: HostInfo::default(),
+        lab: None,
+        points: Vec::new(),
+        datagram_totals: None,
+        summary: None,
+        anomalies: Vec::new(),
+        knee: None,
+    }
+}
+
+/// Ends a run: its status and message from the error that stopped it (if any), the end
+/// time, anomalies and the load annotations, the summary; the sink gets the last word.
+fn conclude(
+    mut result: RunResult,
+    error: Option<NetError>,
+    run_start: Instant,
+    sink: &mut dyn RunSink,
+) -> RunOutcome {
     result.status = match &error {
         None => RunStatus::Complete,
         Some(NetError::Interrupted) => RunStatus::Interrupted,
         Some(_) => RunStatus::Failed,
     };
     if let Some(e) = &error {
-        result.message = Some(e.to_string());
+        result.message = Some(match result.message.take() {
+            Some(m) => format!("{e}; {m}"),
+            None => e.to_string(),
+        });
     }
     result.finished_at = Some(netsweep_model::time::rfc3339(SystemTime::now()));
     netsweep_model::anomaly::annotate(&mut result);
     netsweep_model::load::annotate(&mut result);
     result.summarise(run_start.elapsed().as_nanos() as u64);
     sink.finished(&result);
-    Ok(RunOutcome { result, error })
-}
-
-/// A session as opened: the control connection, the pattern with its data path bound on
-/// both sides, and what each side said about itself.
-pub(crate) struct Session {
-    ctl: ClientControl,
-    cookie: u64,
-    pattern: Box<dyn ClientPattern>,
-    client_info: HostInfo,
-    server_info: HostInfo,
-    client_granted: GrantedKnobs,
-    server_granted: GrantedKnobs,
-}
-
-/// Opens a session for `spec`: control connection, hello/welcome (and the key's challenge),
-/// the pattern's data path, `data_ready → data_bound`, and this thread pinned to the
-/// client's `--cpu`. The measured run and each background flow open theirs this way.
-fn open_session(
-    spec: &RunSpec,
-    ctx: &RunContext<'_>,
-    factory: &dyn TransportFactory,
-) -> Result<Session, NetError> {
-    let registration = pattern::registration_for(spec.pattern, spec.flows).ok_or_else(|| {
-        NetError::Refused(format!("this build has no pattern {}", spec.pattern.name()))
-    })?;
-    let timeout = Duration::from_nanos(spec.timeout_ns);
-    let mut ctl = ClientControl::connect(ctx.server, timeout)?;
-    check_protocol(ctl.version(), spec, ctx)?;
-    let setup = spec.session_setup();
-    let client_info = hostinfo::collect(ctx.tool_version);
-    let client_nonce = match &ctx.auth_key {
-        Some(_) => Some(auth::nonce()?),
-        None => None,
-    };
-    let during = "waiting for the server's welcome";
-    let reply = ctl.request(
-        ClientMsg::Hello {
-            setup: setup.clone(),
-            client: client_info.clone(),
-            client_nonce: client_nonce
-                .as_ref()
-                .map(netsweep_proto::auth::encode_nonce),
-        },
-        during,
-        None,
-    )?;
-    let reply = auth::client_answer(
-        &mut ctl,
-        ctx.auth_key.as_ref(),
-        client_nonce.as_ref(),
-        reply,
-        during,
-    )?;
-    let (server_info, cookie, data) = match reply {
-        ServerMsg::Welcome {
-            server,
-            cookie,
-            data,
-        } => (server, cookie, data),
-        other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
-    };
-    let data_ip = ctl
-        .stream()
-        .peer_addr()
-        .map_err(|e| NetError::io("control connection", e))?
-        .ip();
-    // The pattern opens its own data path: a connected endpoint, or (crr) a connector that
-    // prepares one connection per transaction.
-    let mut pattern = (registration.client)(&ClientOpen {
-        factory,
-        setup: &setup,
-        spec,
-        knobs: &spec.client_knobs,
-        server: data_ip,
-        data: &data,
-        cookie,
-        timeout,
-    })?;
-    let server_granted = match ctl.request(
-        ClientMsg::DataReady {},
-        "waiting for the data path to be bound",
-        None,
-    )? {
-        ServerMsg::DataBound { granted } => granted,
-        other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
-    };
-    let mut client_granted = pattern.granted();
-    if let Some(cpu) = spec.client_knobs.cpu {
-        pin_current_thread(cpu)
-            .map_err(|m| NetError::Refused(format!("client side --cpu: {m}")))?;
-        client_granted.cpu = Some(cpu);
-    }
-    Ok(Session {
-        ctl,
-        cookie,
-        pattern,
-        client_info,
-        server_info,
-        client_granted,
-        server_granted,
-    })
-}
-
-/// Refuses, with the reason, a run that needs more than the server's protocol version: a
-/// version-1 server (an older netsweep) ignores `reverse` and knows neither bidir nor
-/// authentication, so the run would otherwise wait for data that never comes.
-fn check_protocol(version: u16, spec: &RunSpec, ctx: &RunContext<'_>) -> Result<(), NetError> {
-    let needs_2 = [
-        (spec.reverse, "--reverse"),
-        (spec.pattern == Pattern::Bidir, "the bidir pattern"),
-        (ctx.auth_key.is_some(), "--auth-key"),
-    ];
-    let needs_3 = [(spec.flows > 1, "--flows")];
-    let needs = needs_2
-        .iter()
-        .map(|&(needed, what)| (needed, what, 2))
-        .chain(needs_3.iter().map(|&(needed, what)| (needed, what, 3)));
-    for (needed, what, since) in needs {
-        if needed && version < since {
-            return Err(NetError::Refused(format!(
-                "the server speaks netsweep protocol {version} (an older netsweep), which has no \
-                 {what}: upgrade netsweep on the server"
-            )));
-        }
-    }
-    Ok(())
+    RunOutcome { result, error }
 }
 
 /// A pingpong across a lab link shaped differently in its two directions: RTT/2 is then not a
@@ -316,8 +247,8 @@ pub const MAX_REFINE_SIZES: usize = 256;
 
 /// The sweep (of sizes, or with `--rates` of offered loads), then `--refine`'s extra sizes;
 /// the knobs the pattern learnt on the way. Returns the error that stopped it, if any.
-fn measure_all(
-    m: &mut Measurer<'_>,
+fn measure_all<P: Peer + ?Sized>(
+    m: &mut Measurer<'_, P>,
     result: &mut RunResult,
     sink: &mut dyn RunSink,
     interrupt: &AtomicBool,
@@ -359,8 +290,8 @@ fn measure_all(
 
 /// Measures a `--rates` sweep: one point per offered load (requests/s, in order) at the
 /// spec's one size; the pattern is told each point's load before it begins.
-fn sweep_rates(
-    m: &mut Measurer<'_>,
+fn sweep_rates<P: Peer + ?Sized>(
+    m: &mut Measurer<'_, P>,
     rates: &[f64],
     result: &mut RunResult,
     sink: &mut dyn RunSink,
@@ -389,8 +320,8 @@ fn sweep_rates(
 
 /// Measures `sizes` in order, appending each point to `result` and handing it to the sink.
 /// Returns the error that stopped it, if any.
-fn sweep(
-    m: &mut Measurer<'_>,
+fn sweep<P: Peer + ?Sized>(
+    m: &mut Measurer<'_, P>,
     sizes: &[u64],
     result: &mut RunResult,
     sink: &mut dyn RunSink,

@@ -12,8 +12,8 @@ use super::intervals::Intervals;
 use super::reverse::Receiver;
 use super::stream::{check_trial, receiver_trial, sender_trial, Direction};
 use super::{
-    Accepted, ClientOpen, ClientPattern, Registration, ServerBuffers, ServerOpen, ServerPattern,
-    ServerTrial, Sizing, TrialOutcome, SLICE,
+    Accepted, ClientOpen, ClientPattern, PointFigures, Registration, ServerBuffers, ServerOpen,
+    ServerPattern, ServerTrial, Sizing, TrialOutcome, SLICE,
 };
 use crate::cpu::ThreadCpu;
 use crate::error::NetError;
@@ -127,13 +127,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.ep.as_mut())
     }
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
@@ -149,39 +145,6 @@ impl ClientPattern for Client {
         self.there = Direction::default();
         self.back = Direction::default();
         self.both.clear();
-        Ok(())
-    }
-
-    fn arm(&mut self, trial: u64) {
-        self.rx.arm(trial_cookie(self.cookie, trial));
-    }
-
-    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
-        let duration = Duration::from_nanos(spec.duration_ns);
-        let cookie = trial_cookie(self.cookie, trial);
-        let (size, batch) = (self.size, self.batch);
-        let (ep, rx_ep, rx, tx) = (&mut self.ep, &mut self.rx_ep, &mut self.rx, &mut self.tx);
-        thread::scope(|s| {
-            let receiving = s.spawn(|| metered(|| rx.run(rx_ep.as_mut(), duration, 0)));
-            let sent = send(
-                ep.as_mut(),
-                tx.as_mut(),
-                size,
-                batch,
-                duration,
-                cookie,
-                &AtomicBool::new(false),
-            );
-            let got = joined(receiving.join());
-            Ok(merge(sent?, got?))
-        })
-    }
-
-    fn complete(&mut self, server: &SideCounters, client: &mut SideCounters) -> io::Result<()> {
-        // The receiver completes its span and loss; the active time stays the sender's.
-        let sending = client.active_ns;
-        self.rx.complete(self.rx_ep.as_mut(), server, client)?;
-        client.active_ns = sending;
         Ok(())
     }
 
@@ -221,6 +184,45 @@ impl ClientPattern for Client {
         p.loss = there.loss;
         p.reverse = Some(self.back.figures(self.datagram));
         p
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.ep.as_mut())
+    }
+
+    fn arm(&mut self, trial: u64) {
+        self.rx.arm(trial_cookie(self.cookie, trial));
+    }
+
+    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let duration = Duration::from_nanos(spec.duration_ns);
+        let cookie = trial_cookie(self.cookie, trial);
+        let (size, batch) = (self.size, self.batch);
+        let (ep, rx_ep, rx, tx) = (&mut self.ep, &mut self.rx_ep, &mut self.rx, &mut self.tx);
+        thread::scope(|s| {
+            let receiving = s.spawn(|| metered(|| rx.run(rx_ep.as_mut(), duration, 0)));
+            let sent = send(
+                ep.as_mut(),
+                tx.as_mut(),
+                size,
+                batch,
+                duration,
+                cookie,
+                &AtomicBool::new(false),
+            );
+            let got = joined(receiving.join());
+            Ok(merge(sent?, got?))
+        })
+    }
+
+    fn complete(&mut self, server: &SideCounters, client: &mut SideCounters) -> io::Result<()> {
+        // The receiver completes its span and loss; the active time stays the sender's.
+        let sending = client.active_ns;
+        self.rx.complete(self.rx_ep.as_mut(), server, client)?;
+        client.active_ns = sending;
+        Ok(())
     }
 }
 

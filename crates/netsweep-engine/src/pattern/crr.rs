@@ -15,8 +15,8 @@
 //! would measure a different size than the one asked for.
 
 use super::{
-    any_trial, ClientOpen, ClientPattern, IdleSlices, Registration, ServerBuffers, ServerOpen,
-    ServerPattern, ServerTrial, Sizing, TrialOutcome, TrialSignals, SLICE,
+    any_trial, ClientOpen, ClientPattern, IdleSlices, PointFigures, Registration, ServerBuffers,
+    ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome, TrialSignals, SLICE,
 };
 use crate::error::NetError;
 use crate::point::{distribution, estimate, rate_from_times, Tally};
@@ -357,15 +357,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Repetitions { max_reps: 1e7 }
-    }
-
-    /// None: the data path is the connector. The knobs are unknown until the first
-    /// connection (see [`learnt_granted`](Self::learnt_granted)).
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        None
     }
 
     fn learnt_granted(&mut self) -> Option<GrantedKnobs> {
@@ -386,20 +380,6 @@ impl ClientPattern for Client {
         self.connect_means.clear();
         self.best = f64::INFINITY;
         Ok(())
-    }
-
-    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
-        let t = client_trial(
-            self.connector.as_mut(),
-            self.tx.as_ref(),
-            self.rx.as_mut(),
-            spec.repetitions,
-            &mut self.granted,
-            (&mut self.connect_hist, &mut self.txn_hist),
-        )?;
-        let counters = t.counters.clone();
-        self.last = t;
-        Ok(counters)
     }
 
     fn start_timed(&mut self, _tally: &mut Tally) {
@@ -470,6 +450,28 @@ impl ClientPattern for Client {
 
     fn typical_rep_ns(&self) -> Option<f64> {
         self.prev_rep_ns
+    }
+}
+
+impl ClientPattern for Client {
+    /// None: the data path is the connector. The knobs are unknown until the first
+    /// connection (see [`learnt_granted`](Self::learnt_granted)).
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        None
+    }
+
+    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let t = client_trial(
+            self.connector.as_mut(),
+            self.tx.as_ref(),
+            self.rx.as_mut(),
+            spec.repetitions,
+            &mut self.granted,
+            (&mut self.connect_hist, &mut self.txn_hist),
+        )?;
+        let counters = t.counters.clone();
+        self.last = t;
+        Ok(counters)
     }
 }
 

@@ -225,41 +225,27 @@ pub struct TrialOutcome {
     pub control_rtt_ns: u64,
 }
 
-/// The client's side of a pattern for one session. The engine calls, per point:
-/// [`begin_point`](Self::begin_point), then [`run_trial`](Self::run_trial) and
-/// [`warmed`](Self::warmed) per warm-up trial, [`start_timed`](Self::start_timed), then
-/// [`run_trial`](Self::run_trial) and [`fold`](Self::fold) per timed trial until the stop
-/// rule judges [`samples`](Self::samples) enough, and [`finish`](Self::finish).
-pub trait ClientPattern {
+/// A point's figures as a pattern accounts for them, whatever runs its trials: how trials are
+/// sized, what each timed trial adds, the samples the stop rule judges and the point at the
+/// end. The engine calls, per point: [`begin_point`](Self::begin_point), then
+/// [`warmed`](Self::warmed) after each warm-up trial, [`start_timed`](Self::start_timed),
+/// then [`fold`](Self::fold) per timed trial until the stop rule judges
+/// [`samples`](Self::samples) enough, and [`finish`](Self::finish). A netsweep session's
+/// pattern also runs the client's loop ([`ClientPattern`]); against a peer tool (an iperf3
+/// server) the tool's protocol runs it and only the figures are the pattern's.
+pub trait PointFigures {
     /// How trials are sized.
     fn sizing(&self) -> Sizing;
-    /// The session's persistent endpoint, for patterns that keep one (crr opens a
-    /// connection per transaction instead).
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint>;
-    /// True when the data path carries datagrams (the run then keeps datagram totals).
-    fn is_datagram(&mut self) -> bool {
-        self.endpoint().is_some_and(|ep| ep.is_datagram())
-    }
-    /// The knobs granted on the data path when the session starts.
-    fn granted(&mut self) -> GrantedKnobs {
-        self.endpoint().map(|ep| ep.granted()).unwrap_or_default()
-    }
     /// Knobs learnt only once points ran (crr reads them on its first connection); they
-    /// replace [`granted`](Self::granted) in the results.
+    /// replace [`ClientPattern::granted`] in the results.
     fn learnt_granted(&mut self) -> Option<GrantedKnobs> {
         None
-    }
-    /// The data path's own cumulative counters, read around each trial.
-    fn stats(&mut self) -> EndpointStats {
-        self.endpoint().map(|ep| ep.stats()).unwrap_or_default()
     }
     /// The offered load of the next point of a `--rates` sweep, requests/s (before
     /// [`begin_point`](Self::begin_point)); only the rate pattern offers a load.
     fn offer(&mut self, _rate: f64) {}
     /// Readies a point (buffers, the endpoint's preparation, timeouts); outside timed loops.
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError>;
-    /// Runs the client's loop of trial number `trial`; returns the client's counters.
-    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters>;
     /// A warm-up trial ended: the typical time per repetition it measured (used by
     /// [`Sizing::Repetitions`]). By default the wall time over the repetitions.
     fn warmed(&mut self, spec: &TrialSpec, out: &TrialOutcome) -> f64 {
@@ -286,6 +272,31 @@ pub trait ClientPattern {
     fn typical_rep_ns(&self) -> Option<f64> {
         None
     }
+}
+
+/// The client's side of a pattern for one netsweep session: its figures and the client's
+/// loop over the session's data path. Per trial the engine's session peer calls
+/// [`arm`](Self::arm), asks the server to start, runs [`run_trial`](Self::run_trial) under
+/// the trial meter, ends the trial and hands the server's report to
+/// [`complete`](Self::complete).
+pub trait ClientPattern: PointFigures {
+    /// The session's persistent endpoint, for patterns that keep one (crr opens a
+    /// connection per transaction instead).
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint>;
+    /// True when the data path carries datagrams (the run then keeps datagram totals).
+    fn is_datagram(&mut self) -> bool {
+        self.endpoint().is_some_and(|ep| ep.is_datagram())
+    }
+    /// The knobs granted on the data path when the session starts.
+    fn granted(&mut self) -> GrantedKnobs {
+        self.endpoint().map(|ep| ep.granted()).unwrap_or_default()
+    }
+    /// The data path's own cumulative counters, read around each trial.
+    fn stats(&mut self) -> EndpointStats {
+        self.endpoint().map(|ep| ep.stats()).unwrap_or_default()
+    }
+    /// Runs the client's loop of trial number `trial`; returns the client's counters.
+    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters>;
     /// Readies trial number `trial` just before the engine asks the server to start it
     /// (outside the timed loop): a receiving client resets its accounting and takes its
     /// epoch here, before the server can send its first byte.

@@ -3,8 +3,9 @@
 //! loss timeout and a late echo is recognised, never waited on forever.
 
 use super::{
-    any_trial, count_send_error, Accepted, ClientOpen, ClientPattern, IdleSlices, Registration,
-    ServerBuffers, ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome, TrialSignals,
+    any_trial, count_send_error, Accepted, ClientOpen, ClientPattern, IdleSlices, PointFigures,
+    Registration, ServerBuffers, ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome,
+    TrialSignals,
 };
 use crate::error::NetError;
 use crate::point::{distribution, rate_from_times, Tally};
@@ -296,13 +297,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Repetitions { max_reps: 1e9 }
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.ep.as_mut())
     }
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
@@ -337,27 +334,6 @@ impl ClientPattern for Client {
         self.best_rtt = f64::INFINITY;
         (self.lost, self.late, self.sent) = (0, 0, 0);
         Ok(())
-    }
-
-    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
-        let mut txs = Slots::new(self.tx.as_mut(), self.size, self.stride);
-        let mut rxs = Slots::new(self.rx.as_mut(), self.rx_size, self.stride);
-        let reps = spec.repetitions;
-        // A warm-up also checks every echo.
-        let t = client_trial(
-            self.ep.as_mut(),
-            &mut txs,
-            &mut rxs,
-            self.seq,
-            reps,
-            &mut self.trial_hist,
-            spec.warmup,
-        )?;
-        self.seq += reps;
-        self.last_reps = reps;
-        let counters = t.counters.clone();
-        self.last = t;
-        Ok(counters)
     }
 
     /// A round trip is the repetition; its typical time is the trial's median round trip.
@@ -466,6 +442,33 @@ impl ClientPattern for Client {
 
     fn typical_rep_ns(&self) -> Option<f64> {
         self.prev_rep_ns
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.ep.as_mut())
+    }
+
+    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let mut txs = Slots::new(self.tx.as_mut(), self.size, self.stride);
+        let mut rxs = Slots::new(self.rx.as_mut(), self.rx_size, self.stride);
+        let reps = spec.repetitions;
+        // A warm-up also checks every echo.
+        let t = client_trial(
+            self.ep.as_mut(),
+            &mut txs,
+            &mut rxs,
+            self.seq,
+            reps,
+            &mut self.trial_hist,
+            spec.warmup,
+        )?;
+        self.seq += reps;
+        self.last_reps = reps;
+        let counters = t.counters.clone();
+        self.last = t;
+        Ok(counters)
     }
 }
 

@@ -20,8 +20,8 @@ use super::bidir::merge;
 use super::dgram::trial_cookie;
 use super::pingpong::server_trial;
 use super::{
-    any_trial, Accepted, ClientOpen, ClientPattern, Registration, ServerBuffers, ServerOpen,
-    ServerPattern, ServerTrial, Sizing, TrialOutcome,
+    any_trial, Accepted, ClientOpen, ClientPattern, PointFigures, Registration, ServerBuffers,
+    ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome,
 };
 use crate::error::NetError;
 use crate::point::Tally;
@@ -188,13 +188,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.ep.as_mut())
     }
 
     fn offer(&mut self, rate: f64) {
@@ -229,6 +225,77 @@ impl ClientPattern for Client {
         (self.sent, self.received, self.late) = (0, 0, 0);
         (self.duplicates, self.refused, self.truncated) = (0, 0, 0);
         Ok(())
+    }
+
+    fn fold(&mut self, _out: &TrialOutcome) -> Result<(), NetError> {
+        let merge_err = |e| NetError::Refused(format!("latency histogram: {e}"));
+        self.hist.merge(&self.trial_hist).map_err(merge_err)?;
+        self.lateness
+            .merge(&self.trial_lateness)
+            .map_err(merge_err)?;
+        self.delivered.push(self.delivered_rate());
+        if self.trial_hist.count() > 0 {
+            self.means.push(self.trial_hist.mean());
+        }
+        self.sent += self.last_sent.counters.messages_sent;
+        self.refused += self.last_sent.refused;
+        self.truncated += u32::from(self.last_sent.truncated);
+        self.received += self.last.received;
+        self.late += self.last.late;
+        self.duplicates += self.last.duplicates;
+        self.fold_timeline(self.interval_ns);
+        Ok(())
+    }
+
+    fn samples(&self) -> &[f64] {
+        &self.delivered
+    }
+
+    fn server_timeout_note(&self) -> &'static str {
+        "the server timed out waiting for a request"
+    }
+
+    fn finish(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        tally: Tally,
+        stop_reason: StopReason,
+    ) -> PointResult {
+        let totals = Totals {
+            rate: self.rate,
+            arrivals: self.arrivals,
+            size: self.size,
+            datagram: self.datagram,
+            sent: self.sent,
+            received: self.received,
+            late: self.late,
+            duplicates: self.duplicates,
+            refused: self.refused,
+            truncated: self.truncated,
+        };
+        let measured = Measured {
+            hist: &self.hist,
+            means: &self.means,
+            lateness: &self.lateness,
+            delivered: &self.delivered,
+        };
+        let timeline = std::mem::take(&mut self.timeline);
+        rate_point(
+            &totals,
+            &measured,
+            timeline,
+            spec,
+            timed,
+            tally,
+            stop_reason,
+        )
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.ep.as_mut())
     }
 
     fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
@@ -297,71 +364,6 @@ impl ClientPattern for Client {
         self.last = got;
         self.last_sent = sent;
         Ok(counters)
-    }
-
-    fn fold(&mut self, _out: &TrialOutcome) -> Result<(), NetError> {
-        let merge_err = |e| NetError::Refused(format!("latency histogram: {e}"));
-        self.hist.merge(&self.trial_hist).map_err(merge_err)?;
-        self.lateness
-            .merge(&self.trial_lateness)
-            .map_err(merge_err)?;
-        self.delivered.push(self.delivered_rate());
-        if self.trial_hist.count() > 0 {
-            self.means.push(self.trial_hist.mean());
-        }
-        self.sent += self.last_sent.counters.messages_sent;
-        self.refused += self.last_sent.refused;
-        self.truncated += u32::from(self.last_sent.truncated);
-        self.received += self.last.received;
-        self.late += self.last.late;
-        self.duplicates += self.last.duplicates;
-        self.fold_timeline(self.interval_ns);
-        Ok(())
-    }
-
-    fn samples(&self) -> &[f64] {
-        &self.delivered
-    }
-
-    fn server_timeout_note(&self) -> &'static str {
-        "the server timed out waiting for a request"
-    }
-
-    fn finish(
-        &mut self,
-        spec: &RunSpec,
-        timed: &TrialSpec,
-        tally: Tally,
-        stop_reason: StopReason,
-    ) -> PointResult {
-        let totals = Totals {
-            rate: self.rate,
-            arrivals: self.arrivals,
-            size: self.size,
-            datagram: self.datagram,
-            sent: self.sent,
-            received: self.received,
-            late: self.late,
-            duplicates: self.duplicates,
-            refused: self.refused,
-            truncated: self.truncated,
-        };
-        let measured = Measured {
-            hist: &self.hist,
-            means: &self.means,
-            lateness: &self.lateness,
-            delivered: &self.delivered,
-        };
-        let timeline = std::mem::take(&mut self.timeline);
-        rate_point(
-            &totals,
-            &measured,
-            timeline,
-            spec,
-            timed,
-            tally,
-            stop_reason,
-        )
     }
 }
 

@@ -8,9 +8,9 @@ use super::dgram::{stamp, trial_cookie, DgramAccount};
 use super::intervals::Intervals;
 use super::reverse::Receiver;
 use super::{
-    count_send_error, slices, Accepted, ClientOpen, ClientPattern, IdleSlices, Registration,
-    ServerBuffers, ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome, TrialSignals,
-    SLICE,
+    count_send_error, slices, Accepted, ClientOpen, ClientPattern, IdleSlices, PointFigures,
+    Registration, ServerBuffers, ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome,
+    TrialSignals, SLICE,
 };
 use crate::error::NetError;
 use crate::point::{bits_per_ns_to_mbps, estimate, Tally};
@@ -343,13 +343,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.ep.as_mut())
     }
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
@@ -371,6 +367,62 @@ impl ClientPattern for Client {
         self.timeline.take();
         self.interval_ns = spec.interval_ns;
         Ok(())
+    }
+
+    fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
+        // (sender, receiver): the client and the server, or the other way with --reverse.
+        let (c, s) = match self.reverse {
+            None => (&out.client, &out.server),
+            Some(_) => (&out.server, &out.client),
+        };
+        self.dir.fold(c, s);
+        self.timeline
+            .add_trial(c, s, self.interval_ns, self.datagram);
+        Ok(())
+    }
+
+    fn samples(&self) -> &[f64] {
+        &self.dir.receiver
+    }
+
+    fn server_timeout_note(&self) -> &'static str {
+        "the server timed out waiting for data"
+    }
+
+    fn finish(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        tally: Tally,
+        stop_reason: StopReason,
+    ) -> PointResult {
+        let reverse = self.reverse.is_some();
+        let mut p = self
+            .dir
+            .point(spec, timed, tally, stop_reason, reverse, self.datagram);
+        p.timeline = self.timeline.take();
+        if std::mem::take(&mut self.timeline.receiver_missing) {
+            p.notes.push(
+                "no timeline: the receiving side kept no per-interval counts (a netsweep \
+                 server older than --interval for streams); upgrade it"
+                    .into(),
+            );
+        }
+        let excess = std::mem::take(&mut self.timeline.excess_ignored);
+        if excess > 0 {
+            p.notes.push(format!(
+                "timeline: the peer reported {excess} more intervals in a trial than the \
+                 {MAX_INTERVAL_BUCKETS} any side keeps; they were ignored (a broken or \
+                 hostile server)"
+            ));
+        }
+        p
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.ep.as_mut())
     }
 
     fn arm(&mut self, trial: u64) {
@@ -403,85 +455,24 @@ impl ClientPattern for Client {
             None => Ok(()),
         }
     }
-
-    fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
-        // (sender, receiver): the client and the server, or the other way with --reverse.
-        let (c, s) = match self.reverse {
-            None => (&out.client, &out.server),
-            Some(_) => (&out.server, &out.client),
-        };
-        self.dir.fold(c, s);
-        self.timeline
-            .add_trial(c, s, self.interval_ns, self.datagram);
-        Ok(())
-    }
-
-    fn samples(&self) -> &[f64] {
-        &self.dir.receiver
-    }
-
-    fn server_timeout_note(&self) -> &'static str {
-        "the server timed out waiting for data"
-    }
-
-    fn finish(
-        &mut self,
-        spec: &RunSpec,
-        timed: &TrialSpec,
-        tally: Tally,
-        stop_reason: StopReason,
-    ) -> PointResult {
-        let figures = self.dir.figures(self.datagram);
-        let rx = figures.receiver_mbps;
-        let (messages, moved) = match self.reverse {
-            None => (
-                tally.client.messages_sent,
-                (tally.client.bytes_sent, tally.server.bytes_received),
-            ),
-            Some(_) => (
-                tally.server.messages_sent,
-                (tally.client.bytes_received, tally.server.bytes_sent),
-            ),
-        };
-        let mut p = tally.point(spec, timed.size, messages, rx, stop_reason, moved);
-        p.sender_mbps = Some(figures.sender_mbps);
-        p.receiver_mbps = Some(rx);
-        p.loss = figures.loss;
-        p.timeline = self.timeline.take();
-        if std::mem::take(&mut self.timeline.receiver_missing) {
-            p.notes.push(
-                "no timeline: the receiving side kept no per-interval counts (a netsweep \
-                 server older than --interval for streams); upgrade it"
-                    .into(),
-            );
-        }
-        let excess = std::mem::take(&mut self.timeline.excess_ignored);
-        if excess > 0 {
-            p.notes.push(format!(
-                "timeline: the peer reported {excess} more intervals in a trial than the \
-                 {MAX_INTERVAL_BUCKETS} any side keeps; they were ignored (a broken or \
-                 hostile server)"
-            ));
-        }
-        p
-    }
 }
 
 /// One direction's figures over a point's timed trials: the sender's and the receiver's
-/// rate per trial, and the datagrams' loss.
+/// rate per trial, and the datagrams' loss — a stream's accounting, whoever ran the trials
+/// (a netsweep session, bidir's two directions, an iperf3 server).
 #[derive(Debug, Default)]
-pub(super) struct Direction {
+pub(crate) struct Direction {
     /// Each timed trial's rate as the sender saw it, Mbit/s.
     sender: Vec<f64>,
     /// Each timed trial's rate as the receiver saw it, Mbit/s: the figure.
-    pub(super) receiver: Vec<f64>,
+    pub(crate) receiver: Vec<f64>,
     loss: Loss,
     jitters: Vec<f64>,
 }
 
 impl Direction {
     /// Folds one trial in which `c` sent and `s` received; returns the receiver's rate.
-    pub(super) fn fold(&mut self, c: &SideCounters, s: &SideCounters) -> f64 {
+    pub(crate) fn fold(&mut self, c: &SideCounters, s: &SideCounters) -> f64 {
         self.sender
             .push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
         let rx = if s.recv_span_ns > 0 {
@@ -504,8 +495,41 @@ impl Direction {
         rx
     }
 
+    /// A one-way stream's point from its tally and these figures: the receiver's rate is the
+    /// figure, the sender's beside it, the loss for datagrams; `reverse`: the server sent.
+    /// Each side's service demand is counted over the bytes it moved.
+    pub(crate) fn point(
+        &mut self,
+        spec: &RunSpec,
+        timed: &TrialSpec,
+        tally: Tally,
+        stop_reason: StopReason,
+        reverse: bool,
+        datagram: bool,
+    ) -> PointResult {
+        let figures = self.figures(datagram);
+        let rx = figures.receiver_mbps;
+        let (c, s) = (&tally.client, &tally.server);
+        let (messages, moved) = if reverse {
+            (
+                s.messages_sent.max(c.messages_received),
+                (c.bytes_received, s.bytes_sent),
+            )
+        } else {
+            (
+                c.messages_sent.max(s.messages_received),
+                (c.bytes_sent, s.bytes_received),
+            )
+        };
+        let mut p = tally.point(spec, timed.size, messages, rx, stop_reason, moved);
+        p.sender_mbps = Some(figures.sender_mbps);
+        p.receiver_mbps = Some(rx);
+        p.loss = figures.loss;
+        p
+    }
+
     /// The direction's figures over the point (its loss only for datagrams).
-    pub(super) fn figures(&mut self, datagram: bool) -> DirectionFigures {
+    pub(crate) fn figures(&mut self, datagram: bool) -> DirectionFigures {
         let mut loss = std::mem::take(&mut self.loss);
         if datagram {
             loss.ratio = if loss.sent > 0 {

@@ -7,7 +7,7 @@
 use super::pool::{Job, Pool, Report, Role};
 use super::{ensure_descriptors, present_index, rss_kib, thread_count};
 use crate::error::NetError;
-use crate::pattern::{ClientOpen, ClientPattern, Sizing, TrialOutcome};
+use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};
 use crate::point::{bits_per_ns_to_mbps, distribution, estimate, Tally};
 use netsweep_endpoint::Endpoint;
 use netsweep_model::flows::{add_flows, add_threads, start_skew, FlowFigure, FlowFigures};
@@ -213,17 +213,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        None
-    }
-
-    fn granted(&mut self) -> GrantedKnobs {
-        self.granted.clone()
     }
 
     fn begin_point(&mut self, _spec: &RunSpec, size: u64) -> Result<(), NetError> {
@@ -236,30 +228,6 @@ impl ClientPattern for Client {
         self.hist.reset();
         self.trial_hist.reset();
         Ok(())
-    }
-
-    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
-        let duration = Duration::from_nanos(spec.duration_ns);
-        let job = Job {
-            role: self.role,
-            size: self.size,
-            duration,
-            idle: self.timeout,
-            epoch: Instant::now(),
-            rate: Default::default(),
-        };
-        self.pool.shared.reset();
-        self.pool.dispatch(job)?;
-        // The client's threads end on their own clock: nothing to relay while they run.
-        let wait = duration + self.timeout + Duration::from_secs(2);
-        let reports = self.pool.collect(wait, |_| wait)?;
-        self.trial_hist.reset();
-        for h in reports.iter().filter_map(|r| r.hist.as_ref()) {
-            self.trial_hist
-                .merge(h)
-                .map_err(|e| io::Error::other(e.to_string()))?;
-        }
-        Ok(merge(&reports, self.flows))
     }
 
     fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
@@ -352,6 +320,40 @@ impl ClientPattern for Client {
         }
         p.flows = Some(figures);
         p
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        None
+    }
+
+    fn granted(&mut self) -> GrantedKnobs {
+        self.granted.clone()
+    }
+
+    fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let duration = Duration::from_nanos(spec.duration_ns);
+        let job = Job {
+            role: self.role,
+            size: self.size,
+            duration,
+            idle: self.timeout,
+            epoch: Instant::now(),
+            rate: Default::default(),
+        };
+        self.pool.shared.reset();
+        self.pool.dispatch(job)?;
+        // The client's threads end on their own clock: nothing to relay while they run.
+        let wait = duration + self.timeout + Duration::from_secs(2);
+        let reports = self.pool.collect(wait, |_| wait)?;
+        self.trial_hist.reset();
+        for h in reports.iter().filter_map(|r| r.hist.as_ref()) {
+            self.trial_hist
+                .merge(h)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+        }
+        Ok(merge(&reports, self.flows))
     }
 }
 

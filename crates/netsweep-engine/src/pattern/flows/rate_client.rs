@@ -11,7 +11,7 @@ use super::rate::RateJob;
 use crate::error::NetError;
 use crate::pattern::dgram::trial_cookie;
 use crate::pattern::rate::{delivered, offered_load, rate_point, Measured, Totals, GRACE};
-use crate::pattern::{ClientOpen, ClientPattern, Sizing, TrialOutcome};
+use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};
 use crate::point::Tally;
 use netsweep_endpoint::Endpoint;
 use netsweep_model::load::{Arrivals, Schedule};
@@ -117,17 +117,9 @@ impl Client {
     }
 }
 
-impl ClientPattern for Client {
+impl PointFigures for Client {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
-    }
-
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        None
-    }
-
-    fn granted(&mut self) -> GrantedKnobs {
-        self.granted.clone()
     }
 
     fn offer(&mut self, rate: f64) {
@@ -151,31 +143,6 @@ impl ClientPattern for Client {
         self.delivered.clear();
         self.fig = Sums::default();
         Ok(())
-    }
-
-    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
-        let duration = Duration::from_nanos(spec.duration_ns.max(1));
-        let job = Job {
-            role: Role::RateClient,
-            size: self.size,
-            duration,
-            idle: self.timeout,
-            epoch: Instant::now(),
-            rate: RateJob {
-                per_flow: self.rate / self.flows.max(1) as f64,
-                arrivals: self.arrivals,
-                seed: Schedule::trial_seed(self.seed, trial),
-                cookie: trial_cookie(self.cookie, trial),
-                flows: self.flows,
-                grace_ns: GRACE.as_nanos() as u64,
-            },
-        };
-        self.pool.shared.reset();
-        self.pool.dispatch(job)?;
-        let wait = duration + 2 * self.timeout + Duration::from_secs(2);
-        let reports = self.pool.collect(wait, |_| wait)?;
-        self.gather(&reports)?;
-        Ok(merge(&reports, self.flows))
     }
 
     fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
@@ -240,5 +207,40 @@ impl ClientPattern for Client {
         figures.aggregate = p.rate.as_ref().map_or(0.0, |r| r.delivered_rate.mean);
         p.flows = Some(figures);
         p
+    }
+}
+
+impl ClientPattern for Client {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        None
+    }
+
+    fn granted(&mut self) -> GrantedKnobs {
+        self.granted.clone()
+    }
+
+    fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
+        let duration = Duration::from_nanos(spec.duration_ns.max(1));
+        let job = Job {
+            role: Role::RateClient,
+            size: self.size,
+            duration,
+            idle: self.timeout,
+            epoch: Instant::now(),
+            rate: RateJob {
+                per_flow: self.rate / self.flows.max(1) as f64,
+                arrivals: self.arrivals,
+                seed: Schedule::trial_seed(self.seed, trial),
+                cookie: trial_cookie(self.cookie, trial),
+                flows: self.flows,
+                grace_ns: GRACE.as_nanos() as u64,
+            },
+        };
+        self.pool.shared.reset();
+        self.pool.dispatch(job)?;
+        let wait = duration + 2 * self.timeout + Duration::from_secs(2);
+        let reports = self.pool.collect(wait, |_| wait)?;
+        self.gather(&reports)?;
+        Ok(merge(&reports, self.flows))
     }
 }
