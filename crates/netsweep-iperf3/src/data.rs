@@ -313,8 +313,7 @@ fn udp_recv(s: &UdpSocket, p: &TestParams) -> Result<ClientMeasure, Iperf3Error>
     let mut buf = vec![0u8; p.len.max(wire::UDP_HEADER_64)];
     let mut m = measure(Role::Receiver, Instant::now());
     let (total, deadline) = limits(p.bound, m.start);
-    let (mut highest, mut lost, mut ooo, mut jitter) = (0u64, 0u64, 0u64, 0.0f64);
-    let mut prev_transit: Option<f64> = None;
+    let mut acc = UdpAccount::default();
     // Bounded by bytes, a quiet gap this long after the first datagram ends the test short of
     // its bytes (loss); long enough that a server descheduled on a busy host is not taken for
     // one that finished.
@@ -358,31 +357,56 @@ fn udp_recv(s: &UdpSocket, p: &TestParams) -> Result<ClientMeasure, Iperf3Error>
         m.messages += 1;
         m.bytes += n as u64;
         m.end = Instant::now();
-        if let Some((sec, usec, seq)) = wire::udp_header(&buf[..n]) {
-            if seq > highest {
-                lost += seq - highest - 1;
-                highest = seq;
-            } else {
-                ooo += 1;
-                lost = lost.saturating_sub(1);
-            }
-            let (asec, ausec) = wall_clock();
-            let transit =
-                (f64::from(asec) - f64::from(sec)) + (f64::from(ausec) - f64::from(usec)) * 1e-6;
-            let d = (transit - prev_transit.unwrap_or(transit)).abs();
-            prev_transit = Some(transit);
-            jitter += (d - jitter) / 16.0;
-        }
+        acc.on_datagram(&buf[..n], wall_clock());
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
     }
-    m.lost = Some(lost);
-    m.out_of_order = Some(ooo);
-    m.jitter_s = Some(jitter);
-    m.highest_seq = Some(highest);
+    m.lost = Some(acc.lost);
+    m.out_of_order = Some(acc.out_of_order);
+    m.jitter_s = Some(acc.jitter_s);
+    m.highest_seq = Some(acc.highest);
     m.drained = Instant::now();
     Ok(m)
+}
+
+/// The UDP receiver's accounting of the server's datagrams, by their iperf3 header (the
+/// peer's bytes): gaps in the sequence are lost until a late one fills them, and RFC 1889
+/// jitter over the transit times, as iperf3 computes its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct UdpAccount {
+    /// The highest sequence number seen.
+    pub(crate) highest: u64,
+    /// Datagrams missing from the sequence (gaps minus late arrivals).
+    pub(crate) lost: u64,
+    /// Datagrams that arrived after a later one.
+    pub(crate) out_of_order: u64,
+    /// Interarrival jitter, seconds.
+    pub(crate) jitter_s: f64,
+    prev_transit: Option<f64>,
+}
+
+impl UdpAccount {
+    /// Accounts datagram `d` arrived at the wall-clock time `arrival` (seconds,
+    /// microseconds); one shorter than the header counts for nothing here.
+    pub(crate) fn on_datagram(&mut self, d: &[u8], arrival: (u32, u32)) {
+        let Some((sec, usec, seq)) = wire::udp_header(d) else {
+            return;
+        };
+        if seq > self.highest {
+            self.lost += seq - self.highest - 1;
+            self.highest = seq;
+        } else {
+            self.out_of_order += 1;
+            self.lost = self.lost.saturating_sub(1);
+        }
+        let (asec, ausec) = arrival;
+        let transit =
+            (f64::from(asec) - f64::from(sec)) + (f64::from(ausec) - f64::from(usec)) * 1e-6;
+        let d = (transit - self.prev_transit.unwrap_or(transit)).abs();
+        self.prev_transit = Some(transit);
+        self.jitter_s += (d - self.jitter_s) / 16.0;
+    }
 }
 
 impl ClientMeasure {

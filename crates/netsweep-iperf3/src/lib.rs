@@ -8,6 +8,8 @@
 mod control;
 mod data;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod outcome;
 pub mod wire;
 

@@ -80,10 +80,7 @@ impl Server {
             })?;
             let i = read_index(ep.as_mut(), o.timeout)
                 .map_err(|e| format!("a flow did not say its number: {e}"))?;
-            match slots.get_mut(i as usize) {
-                Some(slot @ None) => *slot = Some(ep),
-                _ => return Err(format!("flow number {i} is out of range or repeated")),
-            }
+            file(&mut slots, i, ep)?;
         }
         let eps: Vec<Box<dyn Endpoint>> = slots.into_iter().flatten().collect();
         let granted = eps[0].granted();
@@ -96,6 +93,18 @@ impl Server {
             granted,
             _listener: listener,
         }))
+    }
+}
+
+/// Files a connection that presented flow number `i` (the peer's four bytes) in its slot:
+/// refused when the number is out of range or already taken.
+pub(crate) fn file<T>(slots: &mut [Option<T>], i: u32, conn: T) -> Result<(), String> {
+    match slots.get_mut(i as usize) {
+        Some(slot @ None) => {
+            *slot = Some(conn);
+            Ok(())
+        }
+        _ => Err(format!("flow number {i} is out of range or repeated")),
     }
 }
 
