@@ -427,3 +427,32 @@ impl ClientMeasure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn datagram(seq: u64, usec: u32) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        wire::put_udp_header(&mut b, 1, usec, seq);
+        b
+    }
+
+    #[test]
+    fn udp_gaps_are_lost_until_a_late_datagram_fills_them() {
+        let mut a = UdpAccount::default();
+        // iperf3 numbers datagrams from 1: 3 and 4 missing, 3 arrives late.
+        for seq in [1, 2, 5, 3] {
+            a.on_datagram(&datagram(seq, 0), (1, 100));
+        }
+        a.on_datagram(&[0; 15], (1, 100));
+        assert_eq!((a.highest, a.lost, a.out_of_order), (5, 1, 1));
+        // As iperf3 counts it, a duplicate is out of order too, and cancels a loss.
+        a.on_datagram(&datagram(5, 0), (1, 100));
+        assert_eq!((a.highest, a.lost, a.out_of_order), (5, 0, 2));
+        // Constant transit: no jitter; a transit 160 µs longer: 10 µs (1/16 of it).
+        assert_eq!(a.jitter_s, 0.0);
+        a.on_datagram(&datagram(6, 0), (1, 260));
+        assert!((a.jitter_s - 10e-6).abs() < 1e-12, "{}", a.jitter_s);
+    }
+}

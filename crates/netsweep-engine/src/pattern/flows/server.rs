@@ -173,6 +173,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_connection_is_filed_under_its_number_once_and_only_in_range() {
+        let mut slots: Vec<Option<char>> = vec![None; 3];
+        assert_eq!(file(&mut slots, 2, 'a'), Ok(()));
+        assert_eq!(file(&mut slots, 0, 'b'), Ok(()));
+        assert!(file(&mut slots, 2, 'c').unwrap_err().contains("repeated"));
+        assert!(file(&mut slots, 3, 'd').is_err());
+        assert!(file(&mut slots, u32::MAX, 'e').is_err());
+        assert_eq!(slots, [Some('b'), None, Some('a')]);
+    }
+
+    #[test]
     fn the_relay_looks_often_only_near_the_end_and_until_it_relayed() {
         let t0 = Instant::now();
         let fine_from = t0 + Duration::from_millis(480);
