@@ -40,7 +40,8 @@ pub struct DgramAccount {
     pub reordered: u64,
     /// Datagrams received more than once (counted once in `received`).
     pub duplicates: u64,
-    /// Datagrams without this trial's cookie (too short, or from another trial or sender).
+    /// Datagrams without this trial's cookie (too short, or from another trial or sender),
+    /// or numbered `u64::MAX` (no sender counts that far; the highest seen plus one must fit).
     pub foreign: u64,
     /// Arrivals older than the window (counted as received: they cannot be checked).
     pub beyond_window: u64,
@@ -117,7 +118,7 @@ impl DgramAccount {
             self.foreign += 1;
             return None;
         };
-        if cookie != self.cookie {
+        if cookie != self.cookie || seq == u64::MAX {
             self.foreign += 1;
             return None;
         }
@@ -218,6 +219,21 @@ mod tests {
         a.on_datagram(&dgram(1, 0, 0), 100);
         a.on_datagram(&dgram(1, 1, 1000), 1260); // transit 260 vs 100: |D| = 160
         assert_eq!(a.counters(2).jitter_ns, 10); // 160/16
+    }
+
+    #[test]
+    fn the_last_sequence_number_is_foreign_not_an_overflow() {
+        // Found by the dgram_account fuzz target: a datagram numbered u64::MAX made
+        // `top = seq + 1` overflow (a panic in debug; in release top wrapped to 0 and every
+        // later datagram looked new). No sender counts that far: it is foreign.
+        let mut a = DgramAccount::new(1);
+        assert_eq!(a.on_datagram(&dgram(1, u64::MAX, 5), 0), None);
+        assert_eq!(a.on_datagram(&dgram(1, u64::MAX - 1, 5), 0), Some(5));
+        assert_eq!(a.on_datagram(&dgram(1, u64::MAX, 5), 0), None);
+        assert_eq!(a.on_datagram(&dgram(1, u64::MAX - 1, 5), 0), None);
+        let c = a.counters(2);
+        assert_eq!((c.received, c.duplicates, c.foreign), (1, 1, 2));
+        assert_eq!(c.highest_seq, u64::MAX);
     }
 
     #[test]
