@@ -18,7 +18,11 @@ use netsweep_iperf3::{Iperf3Error, ServerReport};
 
 fn check_report(r: &ServerReport) {
     assert!(r.raw.is_object());
-    let n = r.raw.get("streams").and_then(|s| s.as_array()).map_or(0, Vec::len);
+    let n = r
+        .raw
+        .get("streams")
+        .and_then(|s| s.as_array())
+        .map_or(0, Vec::len);
     assert_eq!(r.streams.len(), n);
 }
 

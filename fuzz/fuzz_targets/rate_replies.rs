@@ -29,8 +29,9 @@ fuzz_target!(|data: &[u8]| {
     let (p, ops) = data.split_at(6);
     let size = 20 + usize::from(p[0] % 48);
     let requests = le(&p[1..3]) % 5000;
-    let interval_ns = [0, 1_000_000, 10_000_000, u64::MAX - 1][usize::from(p[3] % 4)];
-    let window_ns = le(&p[4..5]) * 10_000_000;
+    // At most ~100 timeline buckets (each is 2 KB, allocated per execution).
+    let interval_ns = [0, 10_000_000, 100_000_000, u64::MAX - 1][usize::from(p[3] % 4)];
+    let window_ns = le(&p[4..5]) * 4_000_000;
     let grace_ns = [0, 1_000, 500_000_000, u64::MAX][usize::from(p[5] % 4)];
     let flows = 1 + usize::from(p[5] >> 2) % 8;
 
