@@ -10,6 +10,8 @@ pub mod control;
 pub mod cpu;
 pub mod engine;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hostinfo;
 pub mod iperf3;
 pub mod meter;

@@ -12,9 +12,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-/// The control connection.
-struct Control {
-    s: TcpStream,
+/// The control connection (a TCP stream; any byte stream for the fuzz target).
+pub(crate) struct Control<S = TcpStream> {
+    s: S,
     addr: SocketAddr,
     timeout: Duration,
 }
@@ -31,8 +31,15 @@ impl Control {
         set(s.set_write_timeout(Some(timeout)))?;
         Ok(Control { s, addr, timeout })
     }
+}
 
-    fn send(&mut self, bytes: &[u8], doing: &str) -> Result<(), Iperf3Error> {
+impl<S: Read + Write> Control<S> {
+    /// The control connection over the byte stream `s`.
+    pub(crate) fn over(s: S, addr: SocketAddr, timeout: Duration) -> Control<S> {
+        Control { s, addr, timeout }
+    }
+
+    pub(crate) fn send(&mut self, bytes: &[u8], doing: &str) -> Result<(), Iperf3Error> {
         self.s
             .write_all(bytes)
             .map_err(|e| Iperf3Error::io(e, doing, self.timeout))
@@ -45,7 +52,7 @@ impl Control {
     }
 
     /// Reads one state byte and insists on `want`; the server's refusals become their errors.
-    fn expect(&mut self, want: State, waiting_for: &str) -> Result<(), Iperf3Error> {
+    pub(crate) fn expect(&mut self, want: State, waiting_for: &str) -> Result<(), Iperf3Error> {
         let mut b = [0u8; 1];
         self.read(&mut b, waiting_for)?;
         match State::from_byte(b[0]) {
@@ -66,7 +73,7 @@ impl Control {
         }
     }
 
-    fn read_frame(&mut self, waiting_for: &str) -> Result<Vec<u8>, Iperf3Error> {
+    pub(crate) fn read_frame(&mut self, waiting_for: &str) -> Result<Vec<u8>, Iperf3Error> {
         let mut h = [0u8; 4];
         self.read(&mut h, waiting_for)?;
         let n = wire::frame_len(h);

@@ -301,8 +301,7 @@ fn udp_recv(s: &UdpSocket, p: &TestParams) -> Result<ClientMeasure, Iperf3Error>
     let mut buf = vec![0u8; p.len.max(wire::UDP_HEADER_64)];
     let mut m = measure(Role::Receiver, Instant::now());
     let (total, deadline) = limits(p.bound, m.start);
-    let (mut highest, mut lost, mut ooo, mut jitter) = (0u64, 0u64, 0u64, 0.0f64);
-    let mut prev_transit: Option<f64> = None;
+    let mut acc = UdpAccount::default();
     // Bounded by bytes, a quiet gap this long after the first datagram ends the test short of
     // its bytes (loss); long enough that a server descheduled on a busy host is not taken for
     // one that finished.
@@ -346,31 +345,56 @@ fn udp_recv(s: &UdpSocket, p: &TestParams) -> Result<ClientMeasure, Iperf3Error>
         m.messages += 1;
         m.bytes += n as u64;
         m.end = Instant::now();
-        if let Some((sec, usec, seq)) = wire::udp_header(&buf[..n]) {
-            if seq > highest {
-                lost += seq - highest - 1;
-                highest = seq;
-            } else {
-                ooo += 1;
-                lost = lost.saturating_sub(1);
-            }
-            let (asec, ausec) = wall_clock();
-            let transit =
-                (f64::from(asec) - f64::from(sec)) + (f64::from(ausec) - f64::from(usec)) * 1e-6;
-            let d = (transit - prev_transit.unwrap_or(transit)).abs();
-            prev_transit = Some(transit);
-            jitter += (d - jitter) / 16.0;
-        }
+        acc.on_datagram(&buf[..n], wall_clock());
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
     }
-    m.lost = Some(lost);
-    m.out_of_order = Some(ooo);
-    m.jitter_s = Some(jitter);
-    m.highest_seq = Some(highest);
+    m.lost = Some(acc.lost);
+    m.out_of_order = Some(acc.out_of_order);
+    m.jitter_s = Some(acc.jitter_s);
+    m.highest_seq = Some(acc.highest);
     m.drained = Instant::now();
     Ok(m)
+}
+
+/// The UDP receiver's accounting of the server's datagrams, by their iperf3 header (the
+/// peer's bytes): gaps in the sequence are lost until a late one fills them, and RFC 1889
+/// jitter over the transit times, as iperf3 computes its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct UdpAccount {
+    /// The highest sequence number seen.
+    pub(crate) highest: u64,
+    /// Datagrams missing from the sequence (gaps minus late arrivals).
+    pub(crate) lost: u64,
+    /// Datagrams that arrived after a later one.
+    pub(crate) out_of_order: u64,
+    /// Interarrival jitter, seconds.
+    pub(crate) jitter_s: f64,
+    prev_transit: Option<f64>,
+}
+
+impl UdpAccount {
+    /// Accounts datagram `d` arrived at the wall-clock time `arrival` (seconds,
+    /// microseconds); one shorter than the header counts for nothing here.
+    pub(crate) fn on_datagram(&mut self, d: &[u8], arrival: (u32, u32)) {
+        let Some((sec, usec, seq)) = wire::udp_header(d) else {
+            return;
+        };
+        if seq > self.highest {
+            self.lost += seq - self.highest - 1;
+            self.highest = seq;
+        } else {
+            self.out_of_order += 1;
+            self.lost = self.lost.saturating_sub(1);
+        }
+        let (asec, ausec) = arrival;
+        let transit =
+            (f64::from(asec) - f64::from(sec)) + (f64::from(ausec) - f64::from(usec)) * 1e-6;
+        let d = (transit - self.prev_transit.unwrap_or(transit)).abs();
+        self.prev_transit = Some(transit);
+        self.jitter_s += (d - self.jitter_s) / 16.0;
+    }
 }
 
 impl ClientMeasure {
@@ -389,5 +413,34 @@ impl ClientMeasure {
             },
             seconds: self.wall().as_secs_f64(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn datagram(seq: u64, usec: u32) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        wire::put_udp_header(&mut b, 1, usec, seq);
+        b
+    }
+
+    #[test]
+    fn udp_gaps_are_lost_until_a_late_datagram_fills_them() {
+        let mut a = UdpAccount::default();
+        // iperf3 numbers datagrams from 1: 3 and 4 missing, 3 arrives late.
+        for seq in [1, 2, 5, 3] {
+            a.on_datagram(&datagram(seq, 0), (1, 100));
+        }
+        a.on_datagram(&[0; 15], (1, 100));
+        assert_eq!((a.highest, a.lost, a.out_of_order), (5, 1, 1));
+        // As iperf3 counts it, a duplicate is out of order too, and cancels a loss.
+        a.on_datagram(&datagram(5, 0), (1, 100));
+        assert_eq!((a.highest, a.lost, a.out_of_order), (5, 0, 2));
+        // Constant transit: no jitter; a transit 160 µs longer: 10 µs (1/16 of it).
+        assert_eq!(a.jitter_s, 0.0);
+        a.on_datagram(&datagram(6, 0), (1, 260));
+        assert!((a.jitter_s - 10e-6).abs() < 1e-12, "{}", a.jitter_s);
     }
 }

@@ -10,6 +10,8 @@
 mod control;
 mod data;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod outcome;
 pub mod request;
 pub mod server;

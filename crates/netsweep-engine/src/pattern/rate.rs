@@ -10,7 +10,7 @@
 //! histogram, exact loss and late counts, and (`--interval`) a timeline. The loops are in
 //! `rate/loops.rs`.
 
-mod loops;
+pub(crate) mod loops;
 mod point;
 
 pub(crate) use loops::{checkpoint, CHECKPOINTS};

@@ -98,10 +98,13 @@ impl Scale {
                     max: mid * 1.5,
                 };
             }
+            // Over ~300 decades `hi / lo` overflows and the padding with it: the values' own
+            // ends are the domain then (never 0 or infinity, whose ticks do not end).
             let pad = (hi / lo).powf(0.04);
+            let (min, max) = (lo / pad, hi * pad);
             Scale::Log {
-                min: lo / pad,
-                max: hi * pad,
+                min: if min > 0.0 { min } else { lo },
+                max: if max.is_finite() { max } else { hi },
             }
         } else {
             if !lo.is_finite() {
@@ -186,8 +189,15 @@ pub fn linear_ticks(min: f64, max: f64, target: usize) -> Vec<f64> {
         .map(|m| m * mag)
         .find(|s| *s >= raw)
         .unwrap_or(10.0 * mag);
+    // Under ~1e-323 the step underflows to 0 (and `max / step` to i64::MAX ticks).
+    if !(step > 0.0 && step.is_finite()) {
+        return vec![];
+    }
     let first = (min / step).ceil() as i64;
     let last = (max / step).floor() as i64;
+    if last.saturating_sub(first) > 10 * target as i64 {
+        return vec![];
+    }
     (first..=last)
         .map(|i| {
             let v = i as f64 * step;
@@ -202,15 +212,22 @@ pub fn linear_ticks(min: f64, max: f64, target: usize) -> Vec<f64> {
 
 /// Powers of two every 1, 2, 5 or 10 doublings (1 B, 32 B, 1 KiB, 32 KiB, 1 MiB…), at most 11.
 fn pow2_ticks(min: f64, max: f64) -> Vec<f64> {
+    if !(min > 0.0 && max.is_finite()) {
+        return vec![];
+    }
+    // Exponents of finite positive doubles: -1074..=1024, so `b - a` fits an i32.
     let (a, b) = (min.log2().ceil() as i32, max.log2().floor() as i32);
     if b < a {
         return linear_ticks(min, max, 4);
     }
-    for step in [1, 2, 5, 10] {
+    // Beyond 100 doublings (only absurd values span that), every so many tens.
+    let wide = (b - a).div_euclid(100) * 10 + 10;
+    for step in [1, 2, 5, 10, wide] {
         let first = a.div_euclid(step) * step + if a.rem_euclid(step) == 0 { 0 } else { step };
         let v: Vec<f64> = (first..=b)
             .step_by(step as usize)
             .map(|e| 2f64.powi(e))
+            .filter(|t| *t >= min && *t <= max)
             .collect();
         if v.len() <= 11 {
             return v;
@@ -221,6 +238,10 @@ fn pow2_ticks(min: f64, max: f64) -> Vec<f64> {
 
 /// Decades, with 2 and 5 between them when the axis spans under three decades.
 fn decade_ticks(min: f64, max: f64) -> Vec<f64> {
+    if !(min > 0.0 && max.is_finite()) {
+        return vec![];
+    }
+    // Exponents of finite positive doubles: -324..=309, so `b - a` fits an i32.
     let (a, b) = (min.log10().floor() as i32, max.log10().ceil() as i32);
     if b - a <= 1 && max / min < 8.0 {
         return linear_ticks(min, max, 5)
@@ -273,6 +294,46 @@ mod tests {
         assert_eq!(t, vec![1e4, 1e5, 1e6, 1e7]);
         assert_eq!(linear_ticks(0.0, 31_000.0, 6), vec![0.0, 10e3, 20e3, 30e3]);
         assert!(Scale::Log { min: 3.0, max: 5.0 }.ticks(&Unit::Nanos).len() >= 2);
+    }
+
+    #[test]
+    fn a_log_axis_over_the_whole_f64_range_has_a_few_ticks() {
+        // Issue 26 (security review §4): values from 5e-324 to 1e308 padded the domain to
+        // 0..inf, whose decade exponents i32::MIN..i32::MAX overflowed `b - a` (a panic in
+        // debug; in release a loop of 4.3e9 steps per chart).
+        let s = Scale::fit([5e-324, 1e308], true, false);
+        let Scale::Log { min, max } = s else {
+            panic!("{s:?}")
+        };
+        assert!(
+            min > 0.0 && max.is_finite() && min <= 5e-324 && max >= 1e308,
+            "{s:?}"
+        );
+        for unit in [Unit::Nanos, Unit::Bytes] {
+            let t = s.ticks(&unit);
+            assert!(!t.is_empty() && t.len() <= 12, "{unit:?}: {t:?}");
+            assert!(t.iter().all(|v| *v >= min && *v <= max), "{t:?}");
+        }
+        // A domain given directly that no fit makes: no ticks, no endless loop.
+        for (min, max) in [
+            (0.0, f64::INFINITY),
+            (0.0, 1.0),
+            (f64::NAN, 1.0),
+            (1.0, f64::NAN),
+        ] {
+            let s = Scale::Log { min, max };
+            assert!(s.ticks(&Unit::Nanos).len() <= 12);
+            assert!(s.ticks(&Unit::Bytes).len() <= 12);
+        }
+    }
+
+    #[test]
+    fn a_linear_axis_narrower_than_the_smallest_step_has_no_ticks() {
+        // 0..5e-324 (a from-zero axis over one subnormal value): span ÷ 6 is 0, so the step
+        // was 0 and the tick range 0..=i64::MAX.
+        let s = Scale::fit([5e-324], false, true);
+        assert!(s.ticks(&Unit::Ratio).len() <= 12, "{s:?}");
+        assert!(linear_ticks(0.0, 5e-324, 6).len() <= 12);
     }
 
     #[test]

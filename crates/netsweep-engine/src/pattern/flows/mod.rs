@@ -15,9 +15,9 @@ mod client;
 mod epoll;
 mod loops;
 mod pool;
-mod rate;
+pub(crate) mod rate;
 mod rate_client;
-mod server;
+pub(crate) mod server;
 
 use super::Registration;
 use netsweep_endpoint::{recv_message, send_message, Endpoint};
@@ -98,7 +98,7 @@ fn present_index(ep: &mut dyn Endpoint, index: u32) -> io::Result<()> {
 }
 
 /// Reads the flow number a fresh connection presents, waiting at most `timeout`.
-fn read_index(ep: &mut dyn Endpoint, timeout: Duration) -> io::Result<u32> {
+pub(crate) fn read_index(ep: &mut dyn Endpoint, timeout: Duration) -> io::Result<u32> {
     ep.set_recv_timeout(Some(timeout))?;
     let mut b = [0u8; 4];
     recv_message(ep, &mut b)?;

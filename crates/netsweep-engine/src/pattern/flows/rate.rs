@@ -19,7 +19,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 /// Bytes of a request's stamp (cookie, sequence number, intended send time).
-pub(super) const STAMP: usize = 20;
+pub(crate) const STAMP: usize = 20;
 
 /// Nearer than this to the next request the thread looks for replies without waiting (a
 /// wait wakes a few microseconds late even with the timer slack at 1 ns).
@@ -33,18 +33,18 @@ const BURST: usize = 16;
 
 /// One trial's schedules, as every thread gets them.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct RateJob {
+pub(crate) struct RateJob {
     /// Requests per second of each flow.
-    pub(super) per_flow: f64,
-    pub(super) arrivals: Arrivals,
+    pub(crate) per_flow: f64,
+    pub(crate) arrivals: Arrivals,
     /// The trial's seed (each flow's is derived from it and the flow's number).
-    pub(super) seed: u64,
+    pub(crate) seed: u64,
     /// The trial's cookie, stamped in every request.
-    pub(super) cookie: u32,
+    pub(crate) cookie: u32,
     /// All the session's flows (for the stagger).
-    pub(super) flows: usize,
+    pub(crate) flows: usize,
     /// A reply later than this after its intended send time is late.
-    pub(super) grace_ns: u64,
+    pub(crate) grace_ns: u64,
 }
 
 /// One flow's schedule and the request it is sending.
@@ -64,24 +64,24 @@ struct FlowSchedule {
 
 /// What one thread's trial adds up to.
 #[derive(Debug, Clone, Default)]
-pub(super) struct RateReport {
-    pub(super) sent: u64,
-    pub(super) received: u64,
-    pub(super) late: u64,
-    pub(super) duplicates: u64,
-    pub(super) truncated: bool,
+pub(crate) struct RateReport {
+    pub(crate) sent: u64,
+    pub(crate) received: u64,
+    pub(crate) late: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) truncated: bool,
     /// Requests sent that were due before each checkpoint (cumulative).
-    pub(super) due_by: [u64; CHECKPOINTS],
+    pub(crate) due_by: [u64; CHECKPOINTS],
     /// Answers first counted at each checkpoint (see `rate::loops::Received`).
-    pub(super) arrived_at: [u64; CHECKPOINTS],
+    pub(crate) arrived_at: [u64; CHECKPOINTS],
     /// Allocated by the first trial of a rate client (a histogram is ~270 KiB, written
     /// whole when made: no other thread pays for one).
-    pub(super) lateness: Option<LatencyHistogram>,
+    pub(crate) lateness: Option<LatencyHistogram>,
 }
 
 /// A thread's schedules and the replies' accounting, sized before each trial.
 #[derive(Debug, Default)]
-pub(super) struct RateState {
+pub(crate) struct RateState {
     flows: Vec<FlowSchedule>,
     /// A bit per request each flow may send, `words` words per flow.
     seen: Vec<u64>,
@@ -98,7 +98,7 @@ pub(super) struct RateState {
 impl RateState {
     /// Readies a trial of `duration` for this thread's flows, whose numbers in the session
     /// are `numbers` (outside the timed loop: it allocates).
-    pub(super) fn ready(
+    pub(crate) fn ready(
         &mut self,
         job: &RateJob,
         duration: Duration,
@@ -148,7 +148,7 @@ impl RateState {
     }
 
     /// The trial's figures (after the loop).
-    pub(super) fn report(&self) -> RateReport {
+    pub(crate) fn report(&self) -> RateReport {
         let mut r = self.r.clone();
         let mut sum = 0;
         for (j, d) in self.due_before.iter().enumerate() {
@@ -225,35 +225,52 @@ fn request(w: &mut Worker, i: usize, size: usize, now: u64) -> io::Result<()> {
 
 /// Accounts flow `i`'s complete reply (its stamp kept by `pull`) at `now`.
 fn reply(w: &mut Worker, i: usize, size: usize, now: u64) {
-    let r = &mut w.rate;
-    let Some((cookie, seq, due)) = parse(&w.state[i].hdr) else {
-        r.r.late += 1;
-        return;
-    };
-    if cookie != r.cookie || seq >= r.words as u64 * 64 || size < STAMP {
-        // An echo of an earlier trial, counted lost there.
-        r.r.late += 1;
-        return;
-    }
-    let (word, bit) = (i * r.words + (seq / 64) as usize, 1u64 << (seq % 64));
-    if r.seen[word] & bit != 0 {
-        r.r.duplicates += 1;
-        return;
-    }
-    r.seen[word] |= bit;
-    r.r.received += 1;
-    let latency = now.saturating_sub(due);
-    r.min_latency = r.min_latency.min(latency);
-    let min = r.min_latency;
-    if let Some(j) = r.cps.iter().position(|&c| now <= c.saturating_add(min)) {
-        r.r.arrived_at[j] += 1;
-    }
-    if latency > r.grace_ns {
-        r.r.late += 1;
-        return;
-    }
-    if let Some(h) = w.hist.as_mut() {
-        h.record(latency);
+    w.rate
+        .account(i, &w.state[i].hdr, size, now, w.hist.as_mut());
+}
+
+impl RateState {
+    /// Accounts a complete reply of `size` bytes on the thread's flow `i` (one it was readied
+    /// for), whose first bytes (the peer's) are `hdr`, at `now`: latency from its stamp's
+    /// intended send time into `hist`, exact by sequence number.
+    pub(crate) fn account(
+        &mut self,
+        i: usize,
+        hdr: &[u8; STAMP],
+        size: usize,
+        now: u64,
+        hist: Option<&mut LatencyHistogram>,
+    ) {
+        let r = self;
+        let Some((cookie, seq, due)) = parse(hdr) else {
+            r.r.late += 1;
+            return;
+        };
+        if cookie != r.cookie || seq >= r.words as u64 * 64 || size < STAMP {
+            // An echo of an earlier trial, counted lost there.
+            r.r.late += 1;
+            return;
+        }
+        let (word, bit) = (i * r.words + (seq / 64) as usize, 1u64 << (seq % 64));
+        if r.seen[word] & bit != 0 {
+            r.r.duplicates += 1;
+            return;
+        }
+        r.seen[word] |= bit;
+        r.r.received += 1;
+        let latency = now.saturating_sub(due);
+        r.min_latency = r.min_latency.min(latency);
+        let min = r.min_latency;
+        if let Some(j) = r.cps.iter().position(|&c| now <= c.saturating_add(min)) {
+            r.r.arrived_at[j] += 1;
+        }
+        if latency > r.grace_ns {
+            r.r.late += 1;
+            return;
+        }
+        if let Some(h) = hist {
+            h.record(latency);
+        }
     }
 }
 

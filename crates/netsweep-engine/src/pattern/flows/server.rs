@@ -84,10 +84,7 @@ impl Server {
                 o.timeout.min(left).max(Duration::from_millis(1)),
             )
             .map_err(|e| format!("a flow did not say its number: {e}"))?;
-            match slots.get_mut(i as usize) {
-                Some(slot @ None) => *slot = Some(ep),
-                _ => return Err(format!("flow number {i} is out of range or repeated")),
-            }
+            file(&mut slots, i, ep)?;
         }
         let eps: Vec<Box<dyn Endpoint>> = slots.into_iter().flatten().collect();
         let granted = eps[0].granted();
@@ -100,6 +97,18 @@ impl Server {
             granted,
             _listener: listener,
         }))
+    }
+}
+
+/// Files a connection that presented flow number `i` (the peer's four bytes) in its slot:
+/// refused when the number is out of range or already taken.
+pub(crate) fn file<T>(slots: &mut [Option<T>], i: u32, conn: T) -> Result<(), String> {
+    match slots.get_mut(i as usize) {
+        Some(slot @ None) => {
+            *slot = Some(conn);
+            Ok(())
+        }
+        _ => Err(format!("flow number {i} is out of range or repeated")),
     }
 }
 
@@ -166,6 +175,17 @@ impl ServerPattern for Server {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_is_filed_under_its_number_once_and_only_in_range() {
+        let mut slots: Vec<Option<char>> = vec![None; 3];
+        assert_eq!(file(&mut slots, 2, 'a'), Ok(()));
+        assert_eq!(file(&mut slots, 0, 'b'), Ok(()));
+        assert!(file(&mut slots, 2, 'c').unwrap_err().contains("repeated"));
+        assert!(file(&mut slots, 3, 'd').is_err());
+        assert!(file(&mut slots, u32::MAX, 'e').is_err());
+        assert_eq!(slots, [Some('b'), None, Some('a')]);
+    }
 
     #[test]
     fn the_relay_looks_often_only_near_the_end_and_until_it_relayed() {

@@ -26,7 +26,7 @@ const FULL_WAIT_NS: u64 = 100_000;
 /// One interval's receiver figures, by the intended send time of its requests (answered,
 /// latency) and by arrival (arrived).
 #[derive(Debug, Clone, Default)]
-pub(super) struct Bucket {
+pub(crate) struct Bucket {
     pub answered: u64,
     pub arrived: u64,
     pub hist: CoarseHistogram,
@@ -239,7 +239,7 @@ pub(super) fn sender(
 
 /// The receiver's results besides its counters.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Received {
+pub(crate) struct Received {
     pub counters: SideCounters,
     /// Distinct requests of this trial answered.
     pub received: u64,
@@ -255,7 +255,7 @@ pub(super) struct Received {
 }
 
 /// What a receiver trial runs with.
-pub(super) struct RecvPlan {
+pub(crate) struct RecvPlan {
     pub size: usize,
     pub cookie: u32,
     pub epoch: Instant,
@@ -273,7 +273,7 @@ pub(super) struct RecvPlan {
 /// The receiving half of a trial, one reply at a time: latency from the intended send
 /// time, exact accounting by sequence number, the timeline's buckets. `seen` has a bit per
 /// request the trial may carry; `buckets` one entry per interval.
-pub(super) struct Replies<'a> {
+pub(crate) struct Replies<'a> {
     plan: &'a RecvPlan,
     hist: &'a mut LatencyHistogram,
     seen: &'a mut [u64],
@@ -290,7 +290,7 @@ pub(super) struct Replies<'a> {
 }
 
 impl<'a> Replies<'a> {
-    pub(super) fn new(
+    pub(crate) fn new(
         plan: &'a RecvPlan,
         datagram: bool,
         hist: &'a mut LatencyHistogram,
@@ -373,7 +373,7 @@ impl<'a> Replies<'a> {
 
     /// Accounts one whole reply.
     #[inline]
-    fn reply(&mut self, msg: &[u8]) {
+    pub(crate) fn reply(&mut self, msg: &[u8]) {
         let (plan, r) = (self.plan, &mut self.r);
         r.counters.messages_received += 1;
         let now = since(plan.epoch);
@@ -431,7 +431,7 @@ impl<'a> Replies<'a> {
     }
 
     /// The trial's receiving figures.
-    pub(super) fn finish(mut self) -> Received {
+    pub(crate) fn finish(mut self) -> Received {
         self.r.counters.active_ns = self.start.elapsed().as_nanos() as u64;
         self.r
     }
