@@ -278,3 +278,65 @@ pub fn assert_failed_on_unwritable_save_dir(o: &Output) {
     assert!(e.contains("measuring stopped"), "{e}");
     assert!(!e.contains("results saved"), "{e}");
 }
+
+/// Asserts that `what`'s rate `got` (Mbit/s) is one the link delivered: inside the 10–90% band
+/// (give or take 1%) of its payload rate over the half seconds of `window` in which it carried
+/// frames every 10 ms, from the receiving interface's counters (`header`: frame bytes below
+/// the payload). The band is narrow on an idle machine and as wide as the link's own swings on
+/// a busy one. Prints the figures.
+pub fn assert_link_delivered(
+    what: &str,
+    got: f64,
+    series: &netsweep_lab::testing::link::Series,
+    window: (std::time::Instant, std::time::Instant),
+    header: u64,
+) {
+    use netsweep_lab::testing::link::{deciles, Dir};
+    assert!(
+        series.covers(window.0, window.1),
+        "{what}: the counters cover the run"
+    );
+    let rates = series.busy_half_seconds_mbps(Dir::Rx, window, header);
+    assert!(
+        rates.len() >= 100,
+        "{what}: the link carried the run's trials for under 1.5 s ({} windows)",
+        rates.len()
+    );
+    let (lo, mid, hi) = deciles(&rates).unwrap();
+    eprintln!(
+        "{what}: {got:.2} Mbit/s; the receiving interface: {mid:.2} (median of {} half-second \
+         windows, 10–90%: {lo:.2}–{hi:.2})",
+        rates.len()
+    );
+    assert!(
+        got >= lo * 0.99 && got <= hi * 1.01,
+        "{what}: {got:.2} Mbit/s outside {lo:.2}–{hi:.2}, what the link delivered (its \
+         interface counters' half-second windows, 10–90%)"
+    );
+}
+
+/// Holds `what`'s rate `got` to the arithmetic `expected` (within `tolerance`, a fraction)
+/// when the machine was idle enough over the measurement (`busy`); otherwise prints that the
+/// check was skipped and why: a busy machine delays a shaper and the path delivers less.
+pub fn check_arithmetic_when_idle(
+    what: &str,
+    got: f64,
+    expected: f64,
+    tolerance: f64,
+    busy: &netsweep_lab::testing::idle::Busy,
+) {
+    if busy.idle_enough() {
+        assert!(
+            (got / expected - 1.0).abs() < tolerance,
+            "{what}: {got:.2} Mbit/s vs the arithmetic's {expected:.2} ({:+.1}%) on an idle \
+             machine ({busy})",
+            (got / expected - 1.0) * 100.0
+        );
+        eprintln!("{what}: {got:.2} Mbit/s, the arithmetic {expected:.2}: checked ({busy})");
+    } else {
+        eprintln!(
+            "{what}: SKIPPED the check against the arithmetic ({expected:.2} Mbit/s, got \
+             {got:.2}): the machine was not idle: {busy}"
+        );
+    }
+}
