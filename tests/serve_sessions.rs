@@ -146,17 +146,18 @@ fn hellos_asking_for_any_size_batch_and_flows_are_refused_before_anything_is_all
         );
     }
     assert!(
-        std::fs::read_dir("/dev/shm")
-            .unwrap()
-            .flatten()
-            .all(|e| !e.file_name().to_string_lossy().starts_with(&format!(
-                "netsweep-shm-{}-",
-                server.child.id()
-            ))),
+        std::fs::read_dir("/dev/shm").unwrap().flatten().all(|e| !e
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&format!("netsweep-shm-{}-", server.child.id()))),
         "a refused shm session left no file"
     );
     let hwm = server.vm_kib("VmHWM:");
-    assert!(hwm < 64 * 1024, "peak RSS {hwm} KiB after {} refusals", cases.len());
+    assert!(
+        hwm < 64 * 1024,
+        "peak RSS {hwm} KiB after {} refusals",
+        cases.len()
+    );
     legitimate_run(&server, "budget-refusals");
     server.wait_threads(idle);
     assert!(!server.log().contains("panicked"), "{}", server.log());
@@ -211,7 +212,11 @@ fn a_trial_larger_than_the_declared_size_is_refused_not_a_panic() {
     };
     let e = o
         .ctl
-        .request(ClientMsg::TrialStart { trial: 1, spec }, "ready", Some(TIMEOUT))
+        .request(
+            ClientMsg::TrialStart { trial: 1, spec },
+            "ready",
+            Some(TIMEOUT),
+        )
         .expect_err("refused");
     let e = e.to_string();
     assert!(e.contains("above the session's largest message"), "{e}");
@@ -267,11 +272,16 @@ fn a_cookie_datagram_from_another_address_never_gets_an_answer() {
         duration_ns: 200_000_000,
         ..Default::default()
     };
-    ctl.request(ClientMsg::TrialStart { trial: 1, spec }, "ready", Some(TIMEOUT))
-        .unwrap();
+    ctl.request(
+        ClientMsg::TrialStart { trial: 1, spec },
+        "ready",
+        Some(TIMEOUT),
+    )
+    .unwrap();
     let until = Instant::now() + Duration::from_millis(300);
     let mut mine = 0u64;
-    ep.set_recv_timeout(Some(Duration::from_millis(20))).unwrap();
+    ep.set_recv_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
     while Instant::now() < until {
         if ep.recv(&mut got).is_ok() {
             mine += 1;
@@ -295,7 +305,11 @@ fn trickle(server: &Server) -> (Open, std::thread::JoinHandle<()>) {
         ..Default::default()
     };
     o.ctl
-        .request(ClientMsg::TrialStart { trial: 1, spec }, "ready", Some(TIMEOUT))
+        .request(
+            ClientMsg::TrialStart { trial: 1, spec },
+            "ready",
+            Some(TIMEOUT),
+        )
         .unwrap();
     // The data connection's socket, written from a thread of its own.
     let fd = o.ep.socket_fd().expect("a socket");
@@ -320,7 +334,9 @@ fn a_trickling_client_cannot_outlast_the_session_limit() {
     let started = Instant::now();
     let (mut o, writer) = trickle(&server);
     // The server ends the session at its deadline, whatever the trickle.
-    let end = o.ctl.recv("the session's end", Some(Duration::from_secs(15)));
+    let end = o
+        .ctl
+        .recv("the session's end", Some(Duration::from_secs(15)));
     let took = started.elapsed();
     let e = match end {
         Ok(ServerMsg::Error { message }) => message,
@@ -380,7 +396,10 @@ fn serve_ends_within_two_seconds_of_sigterm_with_a_trickling_client_attached() {
         if let Some(s) = server.child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < until, "serve still runs 10 s after SIGTERM");
+        assert!(
+            Instant::now() < until,
+            "serve still runs 10 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     let took = t0.elapsed();
@@ -414,12 +433,19 @@ fn knobs_transports_and_host_facts_follow_the_operators_policy() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("--allow tos"), "{err}");
     // A plain run works, but the server's facts stay with it.
-    let (o, v) = run_json(&dir.join("plain.json"), &[strict.addr.as_str(), "--sizes", "1"]);
+    let (o, v) = run_json(
+        &dir.join("plain.json"),
+        &[strict.addr.as_str(), "--sizes", "1"],
+    );
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(v["server"]["hostname"], "");
-    assert!(v["server"]["interfaces"].as_array().is_none_or(|a| a.is_empty()));
+    assert!(v["server"]["interfaces"]
+        .as_array()
+        .is_none_or(|a| a.is_empty()));
     assert!(
-        v["warnings"].to_string().contains("withheld its host's facts"),
+        v["warnings"]
+            .to_string()
+            .contains("withheld its host's facts"),
         "{}",
         v["warnings"]
     );
@@ -439,7 +465,12 @@ fn knobs_transports_and_host_facts_follow_the_operators_policy() {
     ];
     args.extend_from_slice(QUICK);
     let o = run(&args);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert!(v["server"]["kernel"].as_str().unwrap().starts_with("Linux"));
@@ -448,7 +479,8 @@ fn knobs_transports_and_host_facts_follow_the_operators_policy() {
 #[test]
 fn peer_text_reaches_the_log_escaped() {
     let server = Server::start(&[]);
-    let forged = "tcp\n2026-11-25T00:00:00Z netsweep serve: session 99 from 10.9.9.9:1 ended\x1b[2J";
+    let forged =
+        "tcp\n2026-11-25T00:00:00Z netsweep serve: session 99 from 10.9.9.9:1 ended\x1b[2J";
     let (_ctl, answer) = ask(&server, &setup(forged, "stream", 1));
     assert!(refusal(&answer).contains("does not know transport"));
     let log = server.wait_log("does not know transport");
@@ -463,8 +495,13 @@ fn peer_text_reaches_the_log_escaped() {
 #[test]
 fn a_flood_of_handshakes_from_one_address_does_not_cut_another_clients_short() {
     let key = scratch("flood-key").join("key");
-    std::fs::write(&key, (0..32u8).map(|i| i.wrapping_mul(97) ^ 0x5a).collect::<Vec<_>>())
-        .unwrap();
+    std::fs::write(
+        &key,
+        (0..32u8)
+            .map(|i| i.wrapping_mul(97) ^ 0x5a)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let key = key.to_str().unwrap().to_string();
     let server = Server::start(&["--auth-key", &key]);

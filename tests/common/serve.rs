@@ -20,7 +20,8 @@ impl Server {
     /// Starts `netsweep serve` with `extra` flags.
     pub fn start(extra: &[&str]) -> Server {
         let mut c = Command::new(bin());
-        c.args(["serve", "--bind", "127.0.0.1", "--port", "0"]).args(extra);
+        c.args(["serve", "--bind", "127.0.0.1", "--port", "0"])
+            .args(extra);
         Self::spawn(c)
     }
 
