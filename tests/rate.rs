@@ -295,6 +295,17 @@ fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
 /// CPU between looks: with both ends pinned to one CPU the server's echo runs when its
 /// request arrives, not once the sender's time slice runs out. Before the yield, a few
 /// percent of the requests waited that slice (p99 ≈ 3 ms against a p50 of 15 µs: 200×).
+///
+/// What distinguishes that starvation from a busy machine is whose time the wait was: other
+/// work that takes the CPU from both ends makes the sender late as well (each request's
+/// latency counts from its intended send time, so the sender's lateness is in it), while a
+/// starved server leaves the sender on time and only the replies late. So the test holds the
+/// latency's p99 to the sender lateness's p99 measured in the same run, plus 10% of it and
+/// 1 ms (a third of a time slice). Measured on this 2-CPU VM, p99 latency − p99 lateness:
+/// with the yield 0.05–0.10 ms idle, 0.03–0.32 ms beside two busy loops (whose p50 reached
+/// 3.3 ms, which the old "p99 ≤ 20 × p50" rule could not bear) and up to 1.6 ms past a
+/// lateness p99 of 27–38 ms when a compile joined them; without it 2.1–3.7 ms idle and
+/// 3.1–16 ms beside the loops (60–200% of the lateness p99).
 #[test]
 fn a_rate_sender_sharing_its_cpu_with_the_server_does_not_starve_it() {
     let one_cpu = &[
@@ -312,28 +323,42 @@ fn a_rate_sender_sharing_its_cpu_with_the_server_does_not_starve_it() {
         "3",
         "--max-trials",
         "3",
+        // Room for all three trials on a busy machine (the default budget is 3 × 50 ms).
+        "--max-point-time",
+        "5s",
     ];
-    // Other work on a shared machine can delay a few replies too: one of three runs must
-    // be clean; a sender that holds the CPU spoils all three.
+    // One of three runs must hold: a sender that holds the CPU spoils all three.
     let mut seen = Vec::new();
     for attempt in 0..3 {
         let v = served(&format!("rate-one-cpu-{attempt}"), one_cpu);
         let p = &v["points"][0];
         let pl = &p["placement"];
+        assert_eq!(u(&p["trials"]), 3, "{p}");
         assert_eq!(
             (u(&pl["same_cpu_trials"]), u(&pl["observed_trials"])),
             (3, 3),
             "both ends must share CPU 0 in every trial: {pl}"
         );
-        let rtt = &p["latency"]["rtt_ns"];
+        let (rtt, late) = (&p["latency"]["rtt_ns"], &p["rate"]["lateness_ns"]);
         assert_eq!(u(&rtt["count"]), u(&p["rate"]["received"]));
-        let (p50, p99) = (f(&rtt["p50"]), f(&rtt["p99"]));
-        if p99 <= 20.0 * p50 {
+        assert_eq!(u(&late["count"]), u(&p["rate"]["sent"]));
+        assert!(u(&rtt["count"]) >= 1000, "{rtt}");
+        let (p99, late_p99) = (f(&rtt["p99"]), f(&late["p99"]));
+        eprintln!(
+            "attempt {attempt}: latency p50 {:.0} p99 {p99:.0} ns, sender lateness p99 \
+             {late_p99:.0} ns",
+            f(&rtt["p50"])
+        );
+        if p99 <= late_p99 * 1.1 + 1e6 {
             return;
         }
-        seen.push((p50, p99));
+        seen.push((p99, late_p99));
     }
-    panic!("the p99 latency stayed over 20× the p50 in every run, (p50, p99) ns: {seen:?}");
+    panic!(
+        "the replies waited over 1 ms and 10% beyond the sender's own lateness at the p99 in \
+         every run (the server starved beside its sender), (latency p99, lateness p99) ns: \
+         {seen:?}"
+    );
 }
 
 /// Without --trial-time a rate trial carries 1000 requests at the offered load (4k/s: 250
