@@ -131,12 +131,15 @@ fn shaped_scenario_goodput_is_within_3_percent_of_the_rate_after_headers() {
             "{name}: the topology is recorded in the results"
         );
         let got = v["points"][0]["receiver_mbps"]["mean"].as_f64().unwrap();
-        // The run's trials are 1 s each (scenarios/shaped.toml), the link busy through each
-        // (a datagram run's pauses between trials are idle): the link's payload rate over
-        // every half second of the run in which it carried frames every 10 ms.
+        // The link's payload rate over every half second of the run (its trials are 1 s).
         let window = w.window(name);
         let what = format!("{name}: receiver goodput");
-        assert_link_delivered(&what, got, &w.series, window, header);
+        // Datagrams the server's socket dropped (a busy machine) reached the host but not
+        // netsweep: the kernel counts them.
+        let t = &v["datagram_totals"];
+        let drops = t["to_server_socket_drops"].as_f64().unwrap_or(0.0);
+        let dropped = drops / t["to_server_sent"].as_f64().unwrap_or(0.0).max(1.0);
+        assert_link_delivered(&what, got, &w.series, window, header, dropped);
         check_arithmetic_when_idle(&what, got, expected, 0.03, &busy);
     }
     let stdout = String::from_utf8_lossy(&o.stdout);

@@ -105,9 +105,9 @@ fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
     assert!(tl.len() > 20, "{} intervals", tl.len());
     let rx: Vec<f64> = tl.iter().map(|s| f(&s["receiver_mbps"])).collect();
     let typical = median(rx[1..rx.len() - 1].to_vec());
-    // Against the link's own counters over its busy 100 ms windows (frames less Ethernet 14 +
+    // Against the link's own counters over 100 ms windows of the run (frames less Ethernet 14 +
     // IPv4 20 + TCP 32 bytes) always; against the arithmetic when the machine was idle.
-    let link = median(series.busy_window_rates(
+    let link = median(series.window_rates(
         Dir::Rx,
         window,
         Duration::from_millis(100),

@@ -171,49 +171,57 @@ impl Series {
         payload * 8.0 / (t1 - t0).as_secs_f64()
     }
 
-    /// The payload rates, bit/s, over every `len`-long window inside `[t0, t1]` (starting
-    /// every `step`) in which the interface carried something in every `step`: windows on
-    /// the link's busy stretches, not across the idle gaps between runs.
-    pub fn busy_window_rates(
+    /// The link's active span inside `[t0, t1]`: from its first frame to its last in direction
+    /// `dir`, to a step's precision (`None` when it carried nothing).
+    pub fn active_span(
         &self,
         dir: Dir,
         (t0, t1): (Instant, Instant),
+        step: Duration,
+    ) -> Option<(Instant, Instant)> {
+        let moved = |u: Instant| self.at(dir, u + step).1 - self.at(dir, u).1 >= 1.0;
+        let mut first = None;
+        let mut last = None;
+        let mut u = t0;
+        while u + step <= t1 {
+            if moved(u) {
+                first.get_or_insert(u);
+                last = Some(u + step);
+            }
+            u += step;
+        }
+        Some((first?, last?))
+    }
+
+    /// The payload rates, bit/s, over every `len`-long window (starting every `step`) inside
+    /// the link's active span within `[t0, t1]`: what it delivered while a run's data flowed,
+    /// pauses and all (a sender's hiccups on a busy machine, the pauses between trials), not
+    /// before the run's first frame or after its last.
+    pub fn window_rates(
+        &self,
+        dir: Dir,
+        window: (Instant, Instant),
         len: Duration,
         step: Duration,
         header: u64,
     ) -> Vec<f64> {
         let mut out = Vec::new();
-        let mut s = t0;
-        while s + len <= t1 {
-            let mut busy = true;
-            let mut u = s;
-            while u < s + len {
-                if self.at(dir, u + step).1 - self.at(dir, u).1 < 1.0 {
-                    busy = false;
-                    break;
-                }
-                u += step;
-            }
-            if busy {
-                out.push(self.payload_rate(dir, s, s + len, header));
-            }
+        let Some((a, b)) = self.active_span(dir, window, step) else {
+            return out;
+        };
+        let mut s = a;
+        while s + len <= b {
+            out.push(self.payload_rate(dir, s, s + len, header));
             s += step;
         }
         out
     }
-}
 
-impl Series {
-    /// [`Series::busy_window_rates`] over half-second windows every 10 ms, in Mbit/s: what the
-    /// link delivered during a run's trials, to hold a receiver rate against.
-    pub fn busy_half_seconds_mbps(
-        &self,
-        dir: Dir,
-        window: (Instant, Instant),
-        header: u64,
-    ) -> Vec<f64> {
+    /// [`Series::window_rates`] over half-second windows every 10 ms, in Mbit/s: what the
+    /// link delivered during a run, to hold a receiver rate against.
+    pub fn half_seconds_mbps(&self, dir: Dir, window: (Instant, Instant), header: u64) -> Vec<f64> {
         let (len, step) = (Duration::from_millis(500), Duration::from_millis(10));
-        self.busy_window_rates(dir, window, len, step, header)
+        self.window_rates(dir, window, len, step, header)
             .into_iter()
             .map(|r| r / 1e6)
             .collect()
@@ -277,9 +285,14 @@ nsw-0-client: 151400     100    0    0    0     0          0         0     6600 
         let (b, p) = s.at(Dir::Rx, t0 + Duration::from_micros(1500));
         assert!((b - 15140.0 * 1.5).abs() < 1e-6 && (p - 15.0).abs() < 1e-9);
         assert!(s.covers(ms(0), ms(100)) && !s.covers(ms(0), ms(200)));
-        let w = s.busy_window_rates(
+        // Nothing moves before 0 or after 100 ms: the span is the readings'.
+        assert_eq!(
+            s.active_span(Dir::Rx, (ms(0), ms(300)), Duration::from_millis(10)),
+            Some((ms(0), ms(100)))
+        );
+        let w = s.window_rates(
             Dir::Rx,
-            (ms(0), ms(100)),
+            (ms(0), ms(300)),
             Duration::from_millis(50),
             Duration::from_millis(10),
             66,
