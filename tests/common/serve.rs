@@ -88,11 +88,11 @@ impl Server {
         }
     }
 
-    /// Stops the server (SIGSTOP) for `stall` once it is seen moving data — over 1000
+    /// Stops the server (SIGSTOP) for `stall` whenever it is seen moving data — over 1000
     /// voluntary context switches a second over its threads (a blocking receive per message),
-    /// which a timed trial of pingpong or of rate at 2k/s makes and the control exchanges
-    /// between trials do not — and once more if it does so again before `done()`. A stall at
-    /// fixed times after the session began could miss every trial on a busy machine.
+    /// which a trial of pingpong or of rate at 2k/s makes and the control exchanges between
+    /// trials do not — at most once every 900 ms, until `done()`. A stall at fixed times after
+    /// the session began could miss every trial on a busy machine.
     pub fn stall_during_traffic(&self, stall: Duration, done: impl Fn() -> bool) {
         self.wait_log("session 1 from");
         let pid = self.child.id().to_string();
@@ -117,7 +117,7 @@ impl Server {
         let mut stalls = 0;
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut last = switches();
-        while stalls < 2 && !done() && Instant::now() < deadline {
+        while !done() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
             let now = switches();
             if now.saturating_sub(last) >= 50 {
@@ -125,7 +125,7 @@ impl Server {
                 std::thread::sleep(stall);
                 signal("-CONT");
                 stalls += 1;
-                std::thread::sleep(Duration::from_millis(300));
+                std::thread::sleep(Duration::from_millis(800));
                 last = switches();
             } else {
                 last = now;
