@@ -72,7 +72,9 @@ fn every_request_is_answered_and_delivered_follows_offered() {
     for t in ["tcp", "udp", "unix-stream", "unix-dgram"] {
         let mut args = vec!["-t", t];
         args.extend_from_slice(MODEST);
+        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
         let v = served(&format!("rate-{t}"), &args);
+        let busy = cpu.finish();
         let p = &v["points"][0];
         let r = &p["rate"];
         let (sent, received, lost) = (u(&r["sent"]), u(&r["received"]), u(&r["lost"]));
@@ -88,11 +90,25 @@ fn every_request_is_answered_and_delivered_follows_offered() {
             assert_eq!((lost, u(&r["late"])), (0, 0), "{t}: {r}");
         }
         assert_eq!(f(&r["offered_rate"]), 2000.0);
+        // The delivered rate counts replies by when they arrived: never more than offered, and
+        // all of it only when the host let the replies arrive on time (beside two busy loops
+        // and a compile: 1777/s of 2000/s over tcp, every request still answered).
         let delivered = f(&r["delivered_rate"]["mean"]);
         assert!(
-            (delivered / 2000.0 - 1.0).abs() < 0.05,
+            delivered > 0.0 && delivered < 2000.0 * 1.05,
             "{t}: delivered {delivered}/s of 2000/s offered"
         );
+        if busy.idle_enough() {
+            assert!(
+                (delivered / 2000.0 - 1.0).abs() < 0.05,
+                "{t}: delivered {delivered}/s of 2000/s offered on an idle machine ({busy})"
+            );
+        } else {
+            eprintln!(
+                "{t}: SKIPPED the check that delivered ({delivered:.0}/s) follows offered \
+                 (2000/s) within 5%: the machine was not idle: {busy}"
+            );
+        }
         // Every answered request within the grace period is in the latency histogram.
         let lat = &p["latency"]["rtt_ns"];
         let n = u(&lat["count"]);
