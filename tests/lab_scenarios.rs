@@ -236,11 +236,15 @@ fn udp_loss_equals_the_nft_drop_counter_exactly() {
     let handshake = v["granted"]["client"]["handshake_datagrams"]
         .as_u64()
         .unwrap_or(1);
-    // Every drop nft counted is a datagram netsweep reports lost, or a resent handshake cookie.
+    // Every drop nft counted is a datagram netsweep reports lost, or a resent handshake cookie;
+    // the rest of the losses are the server socket's, which the kernel counts (19 of 123 on a
+    // machine busy with other builds).
+    let socket_drops = totals["to_server_socket_drops"].as_u64().unwrap_or(0);
     assert_eq!(
-        dropped,
+        dropped + socket_drops,
         lost + handshake.saturating_sub(1),
-        "nft dropped {dropped}, netsweep lost {lost}, handshake {handshake}"
+        "nft dropped {dropped}, the server's socket {socket_drops}, netsweep lost {lost}, \
+         handshake {handshake}"
     );
     assert!(lost > 0, "2% loss over thousands of datagrams loses some");
     // The per-point figures are the timed trials' share of the same accounting.
