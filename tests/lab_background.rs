@@ -27,6 +27,9 @@ prio = 0
 "#;
 
 /// Runs a 1000-byte pingpong at `priority` from the client, with `extra` flags; its results.
+/// Three trials of 300 ms: behind a full queue a round trip takes ~40 ms, and trials sized for
+/// a short budget held one round trip each on a busy machine (a p50 of two samples, 79 µs:
+/// taken before the stream filled the queue).
 fn pingpong(lab: &Lab, target: &str, out: &Path, priority: &str, extra: &[&str]) -> Value {
     let o = lab
         .command(
@@ -45,8 +48,14 @@ fn pingpong(lab: &Lab, target: &str, out: &Path, priority: &str, extra: &[&str])
                 "1000",
                 "--priority",
                 priority,
+                "--trial-time",
+                "300ms",
+                "--min-trials",
+                "3",
+                "--max-trials",
+                "3",
                 "--max-point-time",
-                "400ms",
+                "3s",
             ],
         )
         .unwrap()
@@ -57,8 +66,14 @@ fn pingpong(lab: &Lab, target: &str, out: &Path, priority: &str, extra: &[&str])
     serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
 }
 
+/// The p50 round trip, from at least 15 of them.
 fn rtt_p50(v: &Value) -> f64 {
-    v["points"][0]["latency"]["rtt_ns"]["p50"].as_f64().unwrap()
+    let rtt = &v["points"][0]["latency"]["rtt_ns"];
+    assert!(
+        rtt["count"].as_u64().unwrap() >= 15,
+        "too few round trips: {rtt}"
+    );
+    rtt["p50"].as_f64().unwrap()
 }
 
 fn class_bytes(stats: &[ClassStats], id: &str) -> u64 {

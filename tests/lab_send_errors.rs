@@ -158,17 +158,24 @@ fn local_firewall_drops_are_counted_send_errors_not_losses() {
         let t = &v["datagram_totals"];
         // Every datagram nft dropped is a send error netsweep counted, warm-ups included…
         assert_eq!(u(&t["to_server_send_errors"]), refused, "{pattern}: {t}");
-        // …and none of them is a loss: nothing else drops on this link.
+        // …and none of them is a loss: nothing else drops on this link but, on a busy machine,
+        // the receiving socket's full buffer, which the kernel counts (2 of 3057 beside two
+        // busy loops).
+        let socket_drops = u(&t["to_server_socket_drops"]);
         assert_eq!(
             u(&t["to_server_sent"]),
-            u(&t["to_server_received"]),
+            u(&t["to_server_received"]) + socket_drops,
             "{pattern}: {t}"
         );
-        let mut point_errors = 0;
+        let (mut point_errors, mut point_lost) = (0, 0);
         for p in v["points"].as_array().unwrap() {
             let l = &p["loss"];
-            assert_eq!(u(&l["lost"]), 0, "{pattern}: {l}");
-            assert_eq!(u(&l["sent"]), u(&l["received"]), "{pattern}: {l}");
+            assert_eq!(
+                u(&l["sent"]),
+                u(&l["received"]) + u(&l["lost"]),
+                "{pattern}: {l}"
+            );
+            point_lost += u(&l["lost"]);
             // EPERM, or "unreported" for a datagram after a sendmmsg batch's first (the
             // kernel drops that errno); nothing else refuses sends here.
             let by = &p["client"]["send_errors"];
@@ -184,6 +191,11 @@ fn local_firewall_drops_are_counted_send_errors_not_losses() {
             point_errors += eperm;
         }
         assert!(point_errors > 0 && point_errors <= refused);
+        // Every loss is one the receiving socket dropped, none a refused send (one in 7).
+        assert!(
+            point_lost <= socket_drops,
+            "{pattern}: {point_lost} lost, the socket dropped {socket_drops}: {t}"
+        );
         assert!(
             stdout.contains("client stack refused") && stdout.contains("EPERM"),
             "{pattern}: the table notes the refused sends:\n{stdout}"

@@ -72,7 +72,9 @@ fn every_request_is_answered_and_delivered_follows_offered() {
     for t in ["tcp", "udp", "unix-stream", "unix-dgram"] {
         let mut args = vec!["-t", t];
         args.extend_from_slice(MODEST);
+        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
         let v = served(&format!("rate-{t}"), &args);
+        let busy = cpu.finish();
         let p = &v["points"][0];
         let r = &p["rate"];
         let (sent, received, lost) = (u(&r["sent"]), u(&r["received"]), u(&r["lost"]));
@@ -88,11 +90,25 @@ fn every_request_is_answered_and_delivered_follows_offered() {
             assert_eq!((lost, u(&r["late"])), (0, 0), "{t}: {r}");
         }
         assert_eq!(f(&r["offered_rate"]), 2000.0);
+        // The delivered rate counts replies by when they arrived: never more than offered, and
+        // all of it only when the host let the replies arrive on time (beside two busy loops
+        // and a compile: 1777/s of 2000/s over tcp, every request still answered).
         let delivered = f(&r["delivered_rate"]["mean"]);
         assert!(
-            (delivered / 2000.0 - 1.0).abs() < 0.05,
+            delivered > 0.0 && delivered < 2000.0 * 1.05,
             "{t}: delivered {delivered}/s of 2000/s offered"
         );
+        if busy.idle_enough() {
+            assert!(
+                (delivered / 2000.0 - 1.0).abs() < 0.05,
+                "{t}: delivered {delivered}/s of 2000/s offered on an idle machine ({busy})"
+            );
+        } else {
+            eprintln!(
+                "{t}: SKIPPED the check that delivered ({delivered:.0}/s) follows offered \
+                 (2000/s) within 5%: the machine was not idle: {busy}"
+            );
+        }
         // Every answered request within the grace period is in the latency histogram.
         let lat = &p["latency"]["rtt_ns"];
         let n = u(&lat["count"]);
@@ -224,8 +240,10 @@ fn misplaced_or_impossible_load_flags_are_usage_errors() {
     }
 }
 
-/// Runs `args` against a `netsweep serve` that is stopped (SIGSTOP) for `STALL` some 300 ms
-/// into its first session and again a second later; returns the results.
+/// Runs `args` against a `netsweep serve` that is stopped (SIGSTOP) for `STALL` every 900 ms
+/// or more while it moves a trial's data (at fixed times after the session began, both stalls missed the
+/// pingpong trials beside two busy loops: a pingpong trial is sized in round trips, and on a
+/// busy machine it took 0.3 s, not 1 s); returns the results.
 fn stalled(tag: &str, args: &[&str]) -> Value {
     const STALL: Duration = Duration::from_millis(100);
     let server = Server::start(&[]);
@@ -237,19 +255,20 @@ fn stalled(tag: &str, args: &[&str]) -> Value {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         run_to(&addr, &out, &a)
     });
-    // A stall lands in a trial (one or both; either way the assertions hold).
-    server.stall_twice(STALL, Duration::from_millis(600));
+    server.stall_during_traffic(STALL, || client.is_finished());
     let (o, v) = client.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(v["status"], "complete", "message: {}", v["message"]);
     v
 }
 
-/// The stall: a 100 ms pause of the server during a 1 s trial (once or twice). Rate's
+/// The stall: a 100 ms pause of the server every 900 ms of traffic or more. Rate's
 /// requests keep leaving during the pause and every one of them waits for it: at 2k/s some
 /// 100 requests per pause are delayed by more than half of it, over 1% of the point's, so its
 /// p99 is above that. Pingpong waits for each reply before sending: a pause is one slow round
-/// trip (its max), fewer than 0.1% of its samples.
+/// trip (its max), fewer than 0.1% of its samples. Pingpong keeps its warm-up: its trials are
+/// sized in round trips from the warm-up's median, which two round trips alone (--no-warmup)
+/// did not give on a busy machine (182 round trips in two trials, a stall 0.5% of them).
 #[test]
 fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
     const HALF_STALL_NS: f64 = 50e6;
@@ -262,11 +281,10 @@ fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
         "2",
         "--max-trials",
         "2",
-        "--no-warmup",
         "--sizes",
         "64",
     ];
-    let mut rate = vec!["-p", "rate", "--rate", "2k"];
+    let mut rate = vec!["-p", "rate", "--rate", "2k", "--no-warmup"];
     rate.extend_from_slice(&trials);
     let v = stalled("rate-stall", &rate);
     let p = &v["points"][0];
@@ -283,8 +301,9 @@ fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
     let v = stalled("pingpong-stall", &pp);
     let lat = &v["points"][0]["latency"]["rtt_ns"];
     let n = u(&lat["count"]);
-    // Enough round trips that the stall's one or two slow ones are under 0.1% (a busy
-    // machine makes each round trip slower, so no more than that is assumed).
+    // Enough round trips that the stalls' slow ones (one per 900 ms or more of trials) are
+    // under 0.1% (a busy machine makes each round trip slower, so no more than that is
+    // assumed).
     assert!(n > 3_000, "{lat}");
     assert!(f(&lat["max"]) > 90e6, "the stall was not seen: {lat}");
     // p99.9 below half the stall: fewer than 0.1% of the samples saw it.
@@ -295,6 +314,17 @@ fn a_stall_is_charged_to_every_request_it_delayed_but_is_one_pingpong_sample() {
 /// CPU between looks: with both ends pinned to one CPU the server's echo runs when its
 /// request arrives, not once the sender's time slice runs out. Before the yield, a few
 /// percent of the requests waited that slice (p99 ≈ 3 ms against a p50 of 15 µs: 200×).
+///
+/// What distinguishes that starvation from a busy machine is whose time the wait was: other
+/// work that takes the CPU from both ends makes the sender late as well (each request's
+/// latency counts from its intended send time, so the sender's lateness is in it), while a
+/// starved server leaves the sender on time and only the replies late. So the test holds the
+/// latency's p99 to the sender lateness's p99 measured in the same run, plus 10% of it and
+/// 1 ms (a third of a time slice). Measured on this 2-CPU VM, p99 latency − p99 lateness:
+/// with the yield 0.05–0.10 ms idle, 0.03–0.32 ms beside two busy loops (whose p50 reached
+/// 3.3 ms, which the old "p99 ≤ 20 × p50" rule could not bear) and up to 1.6 ms past a
+/// lateness p99 of 27–38 ms when a compile joined them; without it 2.1–3.7 ms idle and
+/// 3.1–16 ms beside the loops (60–200% of the lateness p99).
 #[test]
 fn a_rate_sender_sharing_its_cpu_with_the_server_does_not_starve_it() {
     let one_cpu = &[
@@ -312,28 +342,42 @@ fn a_rate_sender_sharing_its_cpu_with_the_server_does_not_starve_it() {
         "3",
         "--max-trials",
         "3",
+        // Room for all three trials on a busy machine (the default budget is 3 × 50 ms).
+        "--max-point-time",
+        "5s",
     ];
-    // Other work on a shared machine can delay a few replies too: one of three runs must
-    // be clean; a sender that holds the CPU spoils all three.
+    // One of three runs must hold: a sender that holds the CPU spoils all three.
     let mut seen = Vec::new();
     for attempt in 0..3 {
         let v = served(&format!("rate-one-cpu-{attempt}"), one_cpu);
         let p = &v["points"][0];
         let pl = &p["placement"];
+        assert_eq!(u(&p["trials"]), 3, "{p}");
         assert_eq!(
             (u(&pl["same_cpu_trials"]), u(&pl["observed_trials"])),
             (3, 3),
             "both ends must share CPU 0 in every trial: {pl}"
         );
-        let rtt = &p["latency"]["rtt_ns"];
+        let (rtt, late) = (&p["latency"]["rtt_ns"], &p["rate"]["lateness_ns"]);
         assert_eq!(u(&rtt["count"]), u(&p["rate"]["received"]));
-        let (p50, p99) = (f(&rtt["p50"]), f(&rtt["p99"]));
-        if p99 <= 20.0 * p50 {
+        assert_eq!(u(&late["count"]), u(&p["rate"]["sent"]));
+        assert!(u(&rtt["count"]) >= 1000, "{rtt}");
+        let (p99, late_p99) = (f(&rtt["p99"]), f(&late["p99"]));
+        eprintln!(
+            "attempt {attempt}: latency p50 {:.0} p99 {p99:.0} ns, sender lateness p99 \
+             {late_p99:.0} ns",
+            f(&rtt["p50"])
+        );
+        if p99 <= late_p99 * 1.1 + 1e6 {
             return;
         }
-        seen.push((p50, p99));
+        seen.push((p99, late_p99));
     }
-    panic!("the p99 latency stayed over 20× the p50 in every run, (p50, p99) ns: {seen:?}");
+    panic!(
+        "the replies waited over 1 ms and 10% beyond the sender's own lateness at the p99 in \
+         every run (the server starved beside its sender), (latency p99, lateness p99) ns: \
+         {seen:?}"
+    );
 }
 
 /// Without --trial-time a rate trial carries 1000 requests at the offered load (4k/s: 250

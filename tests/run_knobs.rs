@@ -181,5 +181,11 @@ fn pinned_and_cache_invalidating_runs_record_it() {
     assert_eq!(v["spec"]["client_knobs"]["cache_pool"], 8 << 20);
     let o = run(&["run", "--cpu", "999", "--sizes", "1", "--no-save"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("CPU 999"));
+    // Refused at admission, before either end pins itself: the plan names the CPU and the
+    // ones the server may use.
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("--cpu 999") && e.contains("may run on CPUs"),
+        "{e}"
+    );
 }

@@ -2,14 +2,18 @@
 //! a stream's timeline carries the shaped rate in every interval while the sender's stack
 //! takes bytes far faster at first (filling its socket buffer), and a rate probe's timeline
 //! shows the queue a background stream builds when it starts half-way into each trial —
-//! flent's RRUL view in one run.
+//! flent's RRUL view in one run. The stream's rate is held to the link's interface counters,
+//! and to the shaper's arithmetic only when the machine was idle enough.
 //! Needs root: ignored without it, run by ./run-tests as root.
 
 mod common;
 use common::*;
+use netsweep_lab::testing::idle::CpuWindow;
+use netsweep_lab::testing::link::{Dir, LinkSampler};
 use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
+use std::time::{Duration, Instant};
 
 /// TCP's goodput at 10 Mbit/s on the wire: 1448 payload bytes of each 1514-byte frame the
 /// veth's qdisc counts (1500 MTU, 20 + 20 + 12 of headers and timestamps, 14 of Ethernet).
@@ -58,11 +62,19 @@ fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
     )
     .unwrap();
     let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
+    // The server's interface counts what the link delivered while the stream ran.
+    let sampler = LinkSampler::start(lab.netns("server").unwrap(), None).unwrap();
+    let cpu = CpuWindow::start();
+    let t0 = Instant::now();
     let stream = run_in(
         &lab,
         "timeline-lab-stream",
         &["-p", "stream", "--sizes", "64k"],
     );
+    let window = (t0, Instant::now());
+    let busy = cpu.finish();
+    let series = sampler.stop().unwrap();
+    let probe_cpu = CpuWindow::start();
     let probe = run_in(
         &lab,
         "timeline-lab-probe",
@@ -79,6 +91,7 @@ fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
             "stream,transport=tcp,start=500ms",
         ],
     );
+    let probe_busy = probe_cpu.finish();
     let _ = (server.kill(), server.wait());
     lab.down().unwrap();
 
@@ -94,10 +107,47 @@ fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
     assert!(tl.len() > 20, "{} intervals", tl.len());
     let rx: Vec<f64> = tl.iter().map(|s| f(&s["receiver_mbps"])).collect();
     let typical = median(rx[1..rx.len() - 1].to_vec());
-    assert!(
-        (typical / GOODPUT_MBPS - 1.0).abs() < 0.05,
-        "median interval: {typical} Mbit/s received, the link carries {GOODPUT_MBPS:.2}: {rx:?}"
+    // Against the link's own counters (frames less Ethernet 14 + IPv4 20 + TCP 32 bytes): the
+    // bytes the timeline received are at most what the link carried over the run and no less
+    // than 95% of it (retransmitted segments cross it twice), on any machine; the median
+    // interval against the link's median 100 ms window and against the arithmetic on an idle
+    // one. On a busy one the receiver reads in bursts when it gets a CPU (intervals of 5.8 to
+    // 12.9 Mbit/s beside two busy loops and a compile, a median 14% under the link's).
+    let received: f64 = tl.iter().map(|s| f(&s["received_bytes"])).sum();
+    let carried = series.payload_rate(Dir::Rx, window.0, window.1, 66)
+        * (window.1 - window.0).as_secs_f64()
+        / 8.0;
+    let link = median(series.window_rates(
+        Dir::Rx,
+        window,
+        Duration::from_millis(100),
+        Duration::from_millis(10),
+        66,
+    )) / 1e6;
+    eprintln!(
+        "stream: received {received:.0} bytes, the link carried {carried:.0}; median interval \
+         {typical:.3} Mbit/s, the link's {link:.3}; {busy}"
     );
+    assert!(
+        received <= carried * 1.01 && received >= carried * 0.95,
+        "the timeline received {received} bytes, the link carried {carried:.0}"
+    );
+    if busy.idle_enough() {
+        assert!(
+            (typical / link - 1.0).abs() < 0.05,
+            "median interval: {typical} Mbit/s received, the link's counters {link:.2}: {rx:?}"
+        );
+        assert!(
+            (typical / GOODPUT_MBPS - 1.0).abs() < 0.05,
+            "median interval: {typical} Mbit/s received, the link carries {GOODPUT_MBPS:.2} on \
+             an idle machine ({busy}): {rx:?}"
+        );
+    } else {
+        eprintln!(
+            "stream: SKIPPED the checks of the median interval against the link's median and \
+             the arithmetic ({GOODPUT_MBPS:.2} Mbit/s): the machine was not idle: {busy}"
+        );
+    }
     let tx0 = f(&tl[0]["sender_mbps"]);
     assert!(
         tx0 > 2.0 * GOODPUT_MBPS,
@@ -110,13 +160,27 @@ fn timelines_across_a_shaped_link_show_its_rate_and_the_queue_a_flow_builds() {
     let p = &probe["points"][0];
     let tl = p["rate"]["timeline"].as_array().expect("a rate timeline");
     assert_eq!(tl.len(), 20, "two trials of ten 100 ms intervals");
+    // On a busy machine the unloaded round trip itself takes milliseconds (seen: 10 ms with
+    // three quarters of the CPUs taken by others), so the tenfold rise is held only when idle.
     for trial in tl.chunks(10) {
         let p50 = |r: std::ops::Range<usize>| median(r.map(|i| f(&trial[i]["p50_ns"])).collect());
         let (before, after) = (p50(0..5), p50(6..10));
         assert!(
-            after > 10.0 * before && after > 5e6,
+            after > before && after > 5e6,
             "p50 before the stream {before} ns, after {after} ns: {trial:?}"
         );
+        if probe_busy.idle_enough() {
+            assert!(
+                after > 10.0 * before,
+                "p50 before the stream {before} ns, after {after} ns on an idle machine \
+                 ({probe_busy}): {trial:?}"
+            );
+        } else {
+            eprintln!(
+                "probe: SKIPPED the check that the p50 rose tenfold ({before} to {after} ns): \
+                 the machine was not idle: {probe_busy}"
+            );
+        }
     }
     // The background stream carried the link's rate while it ran.
     let bg = &p["background"][0];

@@ -279,3 +279,72 @@ pub fn assert_failed_on_unwritable_save_dir(o: &Output) {
     assert!(e.contains("measuring stopped"), "{e}");
     assert!(!e.contains("results saved"), "{e}");
 }
+
+/// Asserts that `what`'s rate `got` (Mbit/s) is one the link delivered, from the receiving
+/// interface's counters (`header`: frame bytes below the payload): no more than its fastest
+/// half second of `window`, and no less than its 10th percentile (give or take 1%), less the
+/// share `dropped` of what reached the host that its receiving socket dropped (the kernel's
+/// count; 0 for TCP). The half seconds run from the run's first frame to its last, so a
+/// busy machine's sender hiccups are in them as they are in the receiver's figure: the band is
+/// narrow on an idle machine and as wide as the link's own swings on a busy one.
+pub fn assert_link_delivered(
+    what: &str,
+    got: f64,
+    series: &netsweep_lab::testing::link::Series,
+    window: (std::time::Instant, std::time::Instant),
+    header: u64,
+    dropped: f64,
+) {
+    use netsweep_lab::testing::link::{deciles, Dir};
+    assert!(
+        series.covers(window.0, window.1),
+        "{what}: the counters cover the run"
+    );
+    let rates = series.half_seconds_mbps(Dir::Rx, window, header);
+    assert!(
+        rates.len() >= 100,
+        "{what}: the link carried the run for under 1.5 s ({} windows)",
+        rates.len()
+    );
+    let (lo, mid, _) = deciles(&rates).unwrap();
+    let hi = rates.iter().copied().fold(f64::MIN, f64::max);
+    let lo_kept = lo * (1.0 - dropped);
+    eprintln!(
+        "{what}: {got:.2} Mbit/s; the receiving interface: {mid:.2} (median of {} half-second \
+         windows, 10%: {lo:.2}, max {hi:.2}); the socket dropped {:.2}% of it",
+        rates.len(),
+        dropped * 100.0
+    );
+    assert!(
+        got >= lo_kept * 0.99 && got <= hi * 1.01,
+        "{what}: {got:.2} Mbit/s outside {lo_kept:.2}–{hi:.2}, what the link delivered and the \
+         socket kept (its interface counters' half-second windows: 10th percentile less the \
+         socket's drops, and the fastest)"
+    );
+}
+
+/// Holds `what`'s rate `got` to the arithmetic `expected` (within `tolerance`, a fraction)
+/// when the machine was idle enough over the measurement (`busy`); otherwise prints that the
+/// check was skipped and why: a busy machine delays a shaper and the path delivers less.
+pub fn check_arithmetic_when_idle(
+    what: &str,
+    got: f64,
+    expected: f64,
+    tolerance: f64,
+    busy: &netsweep_lab::testing::idle::Busy,
+) {
+    if busy.idle_enough() {
+        assert!(
+            (got / expected - 1.0).abs() < tolerance,
+            "{what}: {got:.2} Mbit/s vs the arithmetic's {expected:.2} ({:+.1}%) on an idle \
+             machine ({busy})",
+            (got / expected - 1.0) * 100.0
+        );
+        eprintln!("{what}: {got:.2} Mbit/s, the arithmetic {expected:.2}: checked ({busy})");
+    } else {
+        eprintln!(
+            "{what}: SKIPPED the check against the arithmetic ({expected:.2} Mbit/s, got \
+             {got:.2}): the machine was not idle: {busy}"
+        );
+    }
+}

@@ -94,6 +94,52 @@ impl Server {
         }
     }
 
+    /// Stops the server (SIGSTOP) for `stall` whenever it is seen moving data — over 1000
+    /// voluntary context switches a second over its threads (a blocking receive per message),
+    /// which a trial of pingpong or of rate at 2k/s makes and the control exchanges between
+    /// trials do not — at most once every 900 ms, until `done()`. A stall at fixed times after
+    /// the session began could miss every trial on a busy machine.
+    pub fn stall_during_traffic(&self, stall: Duration, done: impl Fn() -> bool) {
+        self.wait_log("session 1 from");
+        let pid = self.child.id().to_string();
+        let signal = |sig: &str| {
+            let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+            assert!(ok.success(), "kill {sig} {pid}");
+        };
+        let switches = || -> u64 {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                return 0;
+            };
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+                .filter_map(|st| {
+                    st.lines()
+                        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                })
+                .sum()
+        };
+        let mut stalls = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut last = switches();
+        while !done() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = switches();
+            if now.saturating_sub(last) >= 50 {
+                signal("-STOP");
+                std::thread::sleep(stall);
+                signal("-CONT");
+                stalls += 1;
+                std::thread::sleep(Duration::from_millis(800));
+                last = switches();
+            } else {
+                last = now;
+            }
+        }
+        assert!(stalls > 0, "the server was never seen moving data");
+    }
+
     /// The server's thread count, from /proc.
     pub fn threads(&self) -> usize {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();

@@ -6,6 +6,15 @@
 //! root"]`: without root the test harness reports them as *ignored*, honestly, and
 //! `./run-tests` as root runs them with `--include-ignored`. Once a lab test runs, a missing
 //! prerequisite is a failure that names the fix, never a silent pass.
+//!
+//! A lab test holds the lock exclusively, and a test that shares a test binary with lab tests
+//! holds it shared ([`beside_lab_tests`]): under `--test-threads 2` nothing else of the suite
+//! runs beside a lab test, whose rates must not depend on what else the machine is doing.
+//! Ground-truth tests compare with the kernel's own counters over the same window
+//! ([`link`]) and keep an arithmetic check only where the machine was idle enough ([`idle`]).
+
+pub mod idle;
+pub mod link;
 
 use crate::cmd;
 use crate::counters::parse_nft_counter;
@@ -66,6 +75,17 @@ pub struct LabTestLock {
 
 /// Takes the machine-wide lab test lock, waiting for other lab tests to finish.
 pub fn lock() -> std::io::Result<LabTestLock> {
+    flock(libc::LOCK_EX)
+}
+
+/// The lab test lock shared, held until dropped: the preamble of a test that shares a test
+/// binary with lab tests, so that it never runs beside one (tests that hold it shared run
+/// beside each other; a lab test waits for them, and they for it).
+pub fn beside_lab_tests() -> LabTestLock {
+    flock(libc::LOCK_SH).unwrap_or_else(|e| panic!("cannot take the lock {LOCK_FILE} shared: {e}"))
+}
+
+fn flock(how: libc::c_int) -> std::io::Result<LabTestLock> {
     let file = File::options()
         .create(true)
         .truncate(false)
@@ -73,8 +93,11 @@ pub fn lock() -> std::io::Result<LabTestLock> {
         .open(LOCK_FILE)
         .or_else(|_| File::open(LOCK_FILE))?;
     // SAFETY: flock on an open descriptor; blocks until the lock is ours.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    while unsafe { libc::flock(file.as_raw_fd(), how) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
     Ok(LabTestLock { _file: file })
 }
