@@ -1,6 +1,7 @@
-//! The architecture's rules, checked on the source tree (issue 10): which crate may depend on
-//! which, the model crate without IO, a `//!` line atop every module, no file over 600
-//! lines, and docs/architecture.md naming every crate. docs/architecture.md explains the rules;
+//! The architecture's rules, checked on the source tree: which crate may depend on which, the
+//! model crate without IO, a `//!` line atop every module, no file over 600 lines (or a reason
+//! why), no import circle inside a folder (beyond the known tangles, which may only shrink),
+//! and docs/architecture.md naming every crate. docs/architecture.md explains the rules;
 //! this test keeps them true.
 
 use std::collections::BTreeSet;
@@ -188,4 +189,318 @@ fn the_architecture_doc_names_every_crate() {
             "docs/architecture.md does not describe crates/{name}"
         );
     }
+}
+
+/// A source file's module path within its crate (`crates/x/src/engine/measure.rs` →
+/// `["engine", "measure"]`; `lib.rs`, `main.rs` and `mod.rs` name their folder).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_str().unwrap().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The module paths a file's code names (`crate::a::b`, `super::c`, `self::d`, grouped
+/// imports `crate::a::{b, c::d}` included), resolved against the file's own path. Inline test
+/// modules are left out: they only look at their own file.
+fn referenced_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
+    let code = text.split("#[cfg(test)]").next().unwrap();
+    let code: String = code
+        .lines()
+        .map(|l| l.split("//").next().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let bytes = code.as_bytes();
+    let ident = |i: usize| -> (String, usize) {
+        let mut j = i;
+        while j < bytes.len() && (bytes[j].is_ascii_alphanumeric() || bytes[j] == b'_') {
+            j += 1;
+        }
+        (code[i..j].to_string(), j)
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        let start = ["crate::", "super::", "self::"]
+            .into_iter()
+            .find(|p| boundary && bytes[i..].starts_with(p.as_bytes()));
+        let Some(p) = start else {
+            i += 1;
+            continue;
+        };
+        // The folder the path starts from: the crate root, or this module's parent.
+        let mut base: Vec<String> = match p {
+            "crate::" => Vec::new(),
+            // A `mod.rs` (or lib.rs) is its folder's module: `self::` is the folder.
+            "self::" => own.to_vec(),
+            _ => own[..own.len().saturating_sub(1)].to_vec(),
+        };
+        i += p.len();
+        loop {
+            if bytes[i..].starts_with(b"super::") {
+                base.pop();
+                i += "super::".len();
+                continue;
+            }
+            if bytes.get(i) == Some(&b'{') {
+                // Each entry's first segment, at the brace's depth.
+                let mut depth = 0;
+                let mut j = i;
+                let mut entry_start = true;
+                while j < bytes.len() {
+                    match bytes[j] {
+                        b'{' => {
+                            depth += 1;
+                            entry_start = depth == 1;
+                        }
+                        b'}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        b',' if depth == 1 => entry_start = true,
+                        c if entry_start
+                            && depth == 1
+                            && (c.is_ascii_alphabetic() || c == b'_') =>
+                        {
+                            let (name, end) = ident(j);
+                            let mut q = base.clone();
+                            q.push(name);
+                            out.push(q);
+                            entry_start = false;
+                            j = end;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                i = j;
+                break;
+            }
+            let (name, end) = ident(i);
+            if name.is_empty() {
+                break;
+            }
+            base.push(name);
+            i = end;
+            if bytes[i..].starts_with(b"::") {
+                i += 2;
+                continue;
+            }
+            break;
+        }
+        out.push(base);
+    }
+    out
+}
+
+/// Tangles that were there when the rule came (2026-11-26): modules of one folder that reach
+/// each other through their imports. Each is debt to pay when its folder is next reworked; the
+/// test fails on any new tangle, and on one of these that changed (untangled: take it off).
+const KNOWN_TANGLES: &[(&str, &[&str])] = &[
+    // The flows driver's pool dispatches to the loops it runs; the loops use the pool's
+    // worker state and rate's stamp: the worker state wants a module of its own.
+    (
+        "crates/netsweep-engine/src/pattern/flows",
+        &["loops", "pool", "rate"],
+    ),
+    // Patterns name the server's session sockets and limits; the server names the patterns'
+    // registrations.
+    ("crates/netsweep-engine/src", &["pattern", "server"]),
+    ("crates/netsweep-iperf3/src", &["control", "data", "server"]),
+    (
+        "crates/netsweep-lab/src",
+        &[
+            "build",
+            "emulation",
+            "layout",
+            "shaping",
+            "state",
+            "topology",
+        ],
+    ),
+    ("crates/netsweep-lab/src", &["clients", "runner"]),
+    (
+        "crates/netsweep-lab/src",
+        &["expand", "experiment", "factors", "scenario"],
+    ),
+    // The results, the spec and their parts refer to each other's types (serde model).
+    (
+        "crates/netsweep-model/src",
+        &[
+            "anomaly",
+            "background",
+            "flows",
+            "load",
+            "results",
+            "spec",
+            "timeline",
+        ],
+    ),
+    (
+        "crates/netsweep-proto/src",
+        &["client", "server", "test_util"],
+    ),
+    ("crates/netsweep-proto/src", &["error", "preamble"]),
+    ("crates/netsweep-report/src/plot", &["marks", "svg"]),
+    (
+        "crates/netsweep-report/src",
+        &["figures", "load_figures", "stream_timeline"],
+    ),
+    // Every transport module names the registry (descriptors, knobs) and the registry names
+    // every transport: descriptors want to be the leaves, the registry the root.
+    (
+        "crates/netsweep-transport/src",
+        &[
+            "api",
+            "basic",
+            "crr",
+            "descriptor",
+            "gso",
+            "ip",
+            "knobs",
+            "mmsg",
+            "mpi",
+            "mptcp",
+            "packet",
+            "registry",
+            "sendfile",
+            "shm",
+            "splice",
+            "udplite",
+            "unix",
+            "uring",
+            "xdp",
+            "zerocopy",
+        ],
+    ),
+];
+
+/// Modules of one folder must not import each other in a circle: a folder's files are a
+/// layered unit a reader can take in order (issue 28). Two siblings' dependency is where
+/// their paths part: `engine::measure` naming `engine::calibration::Plan` makes `measure` depend
+/// on `calibration` inside `engine/`. Every crate's `src/` and the binary's are checked.
+#[test]
+fn no_folder_has_an_import_circle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut roots = vec![root().join("src")];
+    for entry in fs::read_dir(root().join("crates")).unwrap() {
+        roots.push(entry.unwrap().path().join("src"));
+    }
+    let mut circles: Vec<(String, Vec<String>)> = Vec::new();
+    let mut edges_seen = 0;
+    for src in roots {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+        // folder → sibling → siblings it depends on
+        let mut graph: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for f in &files {
+            let name = f.file_name().unwrap().to_str().unwrap();
+            if name.ends_with("_tests.rs") {
+                continue; // a file's tests, included with #[path]: they look at that file
+            }
+            let own = module_path(&src, f);
+            let text = fs::read_to_string(f).unwrap();
+            for q in referenced_paths(&text, &own) {
+                let l = own.iter().zip(&q).take_while(|(a, b)| a == b).count();
+                if l >= own.len() || l >= q.len() {
+                    continue; // a parent naming its child, or a child its parent
+                }
+                let folder = own[..l].to_vec();
+                let mut target = folder.clone();
+                target.push(q[l].clone());
+                if !modules.contains(&target) {
+                    continue; // an item of the parent module, not a sibling
+                }
+                edges_seen += 1;
+                graph
+                    .entry(folder)
+                    .or_default()
+                    .entry(own[l].clone())
+                    .or_default()
+                    .insert(q[l].clone());
+            }
+        }
+        for (folder, g) in &graph {
+            // The folder's tangles: sets of modules each of which reaches every other.
+            let reach = |from: &str| {
+                let mut seen = BTreeSet::new();
+                let mut todo = vec![from.to_string()];
+                while let Some(n) = todo.pop() {
+                    for m in g.get(&n).into_iter().flatten() {
+                        if seen.insert(m.clone()) {
+                            todo.push(m.clone());
+                        }
+                    }
+                }
+                seen
+            };
+            let mut placed = BTreeSet::new();
+            for n in g.keys() {
+                if placed.contains(n) {
+                    continue;
+                }
+                let from = reach(n);
+                if !from.contains(n) {
+                    continue;
+                }
+                let tangle: BTreeSet<String> = from
+                    .iter()
+                    .filter(|m| reach(m).contains(n))
+                    .cloned()
+                    .collect();
+                placed.extend(tangle.iter().cloned());
+                let at = src.parent().unwrap().strip_prefix(root()).unwrap();
+                let at = if at.as_os_str().is_empty() {
+                    "src".to_string()
+                } else {
+                    format!("{}/src", at.display())
+                };
+                let folder = if folder.is_empty() {
+                    at
+                } else {
+                    format!("{at}/{}", folder.join("/"))
+                };
+                let members: Vec<String> = tangle.into_iter().collect();
+                circles.push((folder, members));
+            }
+        }
+    }
+    assert!(edges_seen > 100, "the scan found only {edges_seen} imports");
+    let known: BTreeSet<(String, Vec<String>)> = KNOWN_TANGLES
+        .iter()
+        .map(|(f, m)| (f.to_string(), m.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    let found: BTreeSet<(String, Vec<String>)> = circles.into_iter().collect();
+    let new: Vec<String> = found
+        .difference(&known)
+        .map(|(f, m)| format!("{f}: {}", m.join(" ⇄ ")))
+        .collect();
+    let gone: Vec<String> = known
+        .difference(&found)
+        .map(|(f, m)| format!("{f}: {}", m.join(" ⇄ ")))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "modules of one folder that import each other in a circle (move what they share into \
+         a module they both import):\n{}",
+        new.join("\n")
+    );
+    assert!(
+        gone.is_empty(),
+        "tangles in KNOWN_TANGLES that are untangled or changed now: update the list\n{}",
+        gone.join("\n")
+    );
 }

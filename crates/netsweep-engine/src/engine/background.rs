@@ -8,7 +8,7 @@
 //! measured trial starts meanwhile), so a timeline shows the load arrive. A flow that fails
 //! ends the run with its error.
 
-use super::session::open_session;
+use super::open::open_session;
 use super::RunContext;
 use crate::error::NetError;
 use crate::pattern::dgram::trial_cookie;

@@ -7,6 +7,7 @@
 mod background;
 mod calibration;
 mod measure;
+mod open;
 pub mod peer;
 mod session;
 
@@ -21,8 +22,9 @@ use netsweep_model::results::{
 };
 use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_proto::messages::{ClientMsg, GrantedKnobs, HostInfo};
+use open::{open_session, Session};
 use peer::Peer;
-use session::{open_session, Session, SessionPeer};
+use session::SessionPeer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};

@@ -4,6 +4,10 @@
 //! cookie low 32 bits, 64-bit sequence number, 64-bit send timestamp in ns.
 
 use netsweep_proto::messages::DatagramCounters;
+use std::time::Duration;
+
+/// How long a datagram receiver waits, once the sender has ended, for stragglers.
+pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 
 /// Writes the header into the first 20 bytes of `buf`.
 #[inline]

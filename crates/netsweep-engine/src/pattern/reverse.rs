@@ -21,7 +21,7 @@ pub const QUIET: Duration = Duration::from_millis(5);
 
 /// How long the client waits, once the server's count is known, for datagrams still on
 /// their way (the rest are lost).
-const DGRAM_DRAIN: Duration = super::stream::DGRAM_QUIET;
+const DGRAM_DRAIN: Duration = super::dgram::DGRAM_QUIET;
 
 /// The client's receiver: its buffers, allocated per point, and the trial's accounting.
 #[derive(Debug)]
