@@ -504,3 +504,93 @@ fn no_folder_has_an_import_circle() {
         gone.join("\n")
     );
 }
+
+/// Every file a doc names in backticks is in the repository (a path with folders must end a
+/// tracked path; a bare name must be some tracked file's name) — or is one of the files a run
+/// writes.
+#[test]
+fn every_file_the_docs_name_exists() {
+    const WRITTEN: &[&str] = &["index.json", "lab.json", "page.md", "scenario.toml"];
+    let mut tracked = Vec::new();
+    for under in [
+        "src",
+        "crates",
+        "tests",
+        "docs",
+        "scenarios",
+        "bench",
+        "fuzz",
+        "topologies",
+        "packaging",
+    ] {
+        let dir = root().join(under);
+        if dir.is_dir() {
+            all_files(&dir, &mut tracked);
+        }
+    }
+    for f in fs::read_dir(root()).unwrap() {
+        let p = f.unwrap().path();
+        if p.is_file() {
+            tracked.push(p);
+        }
+    }
+    let tracked: Vec<String> = tracked
+        .iter()
+        .map(|p| {
+            p.strip_prefix(root())
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut docs = vec![root().join("README.md")];
+    all_files(&root().join("docs"), &mut docs);
+    docs.retain(|d| d.extension().is_some_and(|e| e == "md"));
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for d in &docs {
+        let text = fs::read_to_string(d).unwrap();
+        for quoted in text.split('`').skip(1).step_by(2) {
+            let path = quoted.split("::").next().unwrap();
+            let ext = path.rsplit('.').next().unwrap_or("");
+            if !["rs", "toml", "md", "py", "sh", "json"].contains(&ext)
+                || path.contains(['<', ' ', '*', '{'])
+                || WRITTEN.contains(&path)
+            {
+                continue;
+            }
+            checked += 1;
+            let found = tracked
+                .iter()
+                .any(|t| t == path || t.ends_with(&format!("/{path}")));
+            if !found {
+                missing.push(format!(
+                    "{}: `{path}`",
+                    d.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} file names found in the docs");
+    assert!(
+        missing.is_empty(),
+        "docs name files that are not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap();
+        if name == "target" || name == "corpus" || name.starts_with('.') {
+            continue;
+        }
+        if p.is_dir() {
+            all_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
