@@ -594,3 +594,40 @@ fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Code, tests and docs that say "issue N" point at an entry of CHANGELOG.md (the issues
+/// themselves are not in the repository).
+#[test]
+fn every_issue_mentioned_has_a_change_log_entry() {
+    let log = fs::read_to_string(root().join("CHANGELOG.md")).expect("CHANGELOG.md");
+    let mut files = Vec::new();
+    for under in ["src", "crates", "tests", "docs"] {
+        all_files(&root().join(under), &mut files);
+    }
+    files.push(root().join("README.md"));
+    let mut mentioned = std::collections::BTreeMap::new();
+    for f in files {
+        let Ok(text) = fs::read_to_string(&f) else {
+            continue; // images
+        };
+        for (i, _) in text.match_indices("issue ") {
+            let n: String = text[i + 6..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if !n.is_empty() {
+                mentioned.entry(n).or_insert_with(|| f.clone());
+            }
+        }
+    }
+    assert!(!mentioned.is_empty(), "no issue is mentioned anywhere");
+    let missing: Vec<String> = mentioned
+        .iter()
+        .filter(|(n, _)| !log.contains(&format!("## issue {n} ")))
+        .map(|(n, f)| format!("issue {n} (in {})", f.display()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "mentioned without an entry in CHANGELOG.md: {missing:?}"
+    );
+}
