@@ -1,6 +1,6 @@
 //! Binding a session's data connections: each fresh connection presents the 8-byte session
-//! cookie (`netsweep_transport::cookie::read`: a connection with another is dropped, as the
-//! listener does) and, in a session with flows, its 4-byte flow number, under which the
+//! cookie (read by `netsweep_transport::cookie::read_by` from a real socket pair: a
+//! connection with another is dropped, as the listener does) and, in a session with flows, its 4-byte flow number, under which the
 //! server files it. Never a panic or an index out of bounds: the session is refused (a
 //! number out of range or repeated, a connection cut short) or every flow is filed once,
 //! each under the number it said.
@@ -14,6 +14,17 @@ use netsweep_engine::fuzzing::file_flows;
 use netsweep_transport::cookie;
 
 const WANT: u64 = 0x0123_4567_89ab_cdef;
+
+/// What the listener reads first on a connection that sent `bytes` and closed.
+fn read_cookie(bytes: &[u8]) -> std::io::Result<u64> {
+    use socket2::{Domain, Socket, Type};
+    use std::io::Write;
+    let (a, b) = Socket::pair(Domain::UNIX, Type::STREAM, None)?;
+    (&a).write_all(bytes)?;
+    drop(a);
+    let deadline = std::time::Instant::now() + cookie::PRESENT_WITHIN;
+    cookie::read_by(&b, deadline)
+}
 
 fuzz_target!(|data: &[u8]| {
     let [n, piece, rest @ ..] = data else {
@@ -33,8 +44,7 @@ fuzz_target!(|data: &[u8]| {
             bytes.extend_from_slice(&WANT.to_be_bytes());
         }
         bytes.extend_from_slice(body);
-        let mut r = std::io::Cursor::new(&bytes[..]);
-        match cookie::read(&mut r) {
+        match read_cookie(&bytes) {
             Ok(c) => {
                 assert!(bytes.len() >= cookie::LEN);
                 assert_eq!(c.to_be_bytes()[..], bytes[..cookie::LEN]);
