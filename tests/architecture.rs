@@ -309,12 +309,6 @@ fn referenced_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
 /// each other through their imports. Each is debt to pay when its folder is next reworked; the
 /// test fails on any new tangle, and on one of these that changed (untangled: take it off).
 const KNOWN_TANGLES: &[(&str, &[&str])] = &[
-    // The flows driver's pool dispatches to the loops it runs; the loops use the pool's
-    // worker state and rate's stamp: the worker state wants a module of its own.
-    (
-        "crates/netsweep-engine/src/pattern/flows",
-        &["loops", "pool", "rate"],
-    ),
     // Patterns name the server's session sockets and limits; the server names the patterns'
     // registrations.
     ("crates/netsweep-engine/src", &["pattern", "server"]),

@@ -2,7 +2,7 @@
 //! reads a peer's bytes (rate replies, flow numbers) driven without sockets. The datagram
 //! header and its accounting are public already (`pattern::dgram`).
 
-use crate::pattern::flows::rate::{RateJob, RateState, STAMP};
+use crate::pattern::flows::rate_state::{RateJob, RateState, STAMP};
 use crate::pattern::flows::{read_index, server};
 use crate::pattern::rate::loops::{Bucket, RecvPlan, Replies};
 use netsweep_endpoint::Endpoint;

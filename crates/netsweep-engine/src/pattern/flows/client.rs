@@ -4,7 +4,8 @@
 //! folds the timed trials into the point: the aggregate, each flow, Jain's fairness index,
 //! and for pingpong the round trips of all flows in one histogram.
 
-use super::pool::{Job, Pool, Report, Role};
+use super::pool::Pool;
+use super::worker::{Job, Report, Role};
 use super::{ensure_descriptors, present_index, rss_kib, thread_count};
 use crate::error::NetError;
 use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};

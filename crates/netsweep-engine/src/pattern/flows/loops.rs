@@ -1,4 +1,4 @@
-//! The timed loops of a flows data thread, one per [`Role`](super::pool::Role): each waits
+//! The timed loops of a flows data thread, one per [`Role`](super::worker::Role): each waits
 //! for its flows in epoll (level-triggered) and moves data on the ready ones without
 //! blocking — or, on a stream thread with one flow, calls it directly and lets the call
 //! block (with a timeout, so the loop still sees the clock and the flags). Nothing here
@@ -6,22 +6,14 @@
 //! the client ended the trial.
 
 use super::epoll::{IN, OUT};
-use super::pool::{Job, LoopEnd, Shared, Worker};
-use super::rate::STAMP;
+use super::rate_state::STAMP;
+use super::worker::{Job, LoopEnd, Shared, Worker, TAIL_MS, WAIT_MS};
 use std::io;
 use std::time::Instant;
 
 /// Most calls on one ready flow before the thread turns to the next (fairness within a
 /// thread; level-triggered epoll brings the flow back if it still has room or data).
 const BURST: usize = 16;
-
-/// How long a wait blocks while the trial runs, ms (the loops check the clock after each);
-/// a blocking sender's send timeout.
-pub(super) const WAIT_MS: i32 = 10;
-
-/// The same, once the client has ended the trial and a receiver waits for the last bytes;
-/// a blocking receiver's receive timeout (it cannot shorten its wait once the trial ends).
-pub(super) const TAIL_MS: i32 = 1;
 
 fn eof() -> io::Error {
     io::Error::new(

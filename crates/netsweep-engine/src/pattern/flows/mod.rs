@@ -17,7 +17,9 @@ mod loops;
 mod pool;
 pub(crate) mod rate;
 mod rate_client;
+pub(crate) mod rate_state;
 pub(crate) mod server;
+pub(crate) mod worker;
 
 use super::Registration;
 use netsweep_endpoint::{recv_message, send_message, Endpoint};

@@ -2,10 +2,12 @@
 //! blocks in its calls (with the loops' timeouts) while threads sharing flows stay in epoll,
 //! and either way the receiving side counts every byte the sending side's stack accepted.
 
+use super::super::worker::{TAIL_MS, WAIT_MS};
 use super::*;
-use netsweep_proto::messages::GrantedKnobs;
+use netsweep_proto::messages::{FlowCounters, GrantedKnobs};
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
 
 /// One end of a stream socketpair as an endpoint.
@@ -136,11 +138,7 @@ fn a_stream_thread_with_one_flow_blocks_and_counts_every_byte() {
     // kernel keeps them: rounded up to its clock tick (4 ms at HZ=250).
     let near = |ms: u64, asked: i32| (asked as u64..asked as u64 + 10).contains(&ms);
     for (i, &(blocking, snd, rcv)) in modes.iter().enumerate() {
-        let asked = if i < 3 {
-            loops::WAIT_MS
-        } else {
-            loops::TAIL_MS
-        };
+        let asked = if i < 3 { WAIT_MS } else { TAIL_MS };
         assert!(
             blocking && near(snd, asked) && near(rcv, asked),
             "{modes:?}"

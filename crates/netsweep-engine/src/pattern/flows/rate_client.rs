@@ -6,8 +6,9 @@
 //! per second per flow, Jain's fairness index, the start skew, each thread's CPU.
 
 use super::client::{connect, merge, per_second, Sums};
-use super::pool::{Job, Pool, Report, Role};
-use super::rate::RateJob;
+use super::pool::Pool;
+use super::rate_state::RateJob;
+use super::worker::{Job, Report, Role};
 use crate::error::NetError;
 use crate::pattern::dgram::trial_cookie;
 use crate::pattern::rate::{delivered, offered_load, rate_point, Measured, Totals, GRACE};

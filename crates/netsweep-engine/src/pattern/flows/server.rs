@@ -4,8 +4,9 @@
 //! the trial (the client's announced total) to the threads.
 
 use super::client::merge;
-use super::pool::{Job, Pool, Role};
+use super::pool::Pool;
 use super::read_index;
+use super::worker::{Job, Role};
 use crate::pattern::{ServerBuffers, ServerOpen, ServerPattern, ServerTrial};
 use netsweep_endpoint::{DataListener, Endpoint};
 use netsweep_proto::messages::{GrantedKnobs, SideCounters};
