@@ -9,6 +9,8 @@ mod common;
 use common::*;
 use netsweep_emu::Counters;
 use netsweep_lab::emulation::{set_emulator_exe, Window};
+use netsweep_lab::testing::idle::CpuWindow;
+use netsweep_lab::testing::stall::StallProbe;
 use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
@@ -102,14 +104,22 @@ fn points_sum(v: &Value, field: &str) -> u64 {
         .sum()
 }
 
-/// The 1-minute load average: a machine above one runnable task per two CPUs is not idle
-/// enough for a tail (p99) bound.
-fn idle() -> Option<String> {
-    let l: f64 = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse().ok()))
-        .unwrap_or(99.0);
-    (l > 1.0).then(|| format!("load average {l:.2} > 1.0"))
+/// Whether the machine was quiet over a test's window, measured: other processes and steal
+/// (CpuWindow) and stalls of a real-time thread (StallProbe: a vCPU taken by the hypervisor,
+/// which no scheduling of the test's own processes explains). A bound on a tail — a p99, a
+/// lateness, TCP's rate over a long path — holds only then.
+struct Quiet(CpuWindow, StallProbe);
+
+impl Quiet {
+    fn start() -> Quiet {
+        Quiet(CpuWindow::start(), StallProbe::start())
+    }
+
+    /// `None` when quiet, else why not.
+    fn finish(self) -> Option<String> {
+        let (busy, stalls) = (self.0.finish(), self.1.finish());
+        (!(busy.idle_enough() && stalls.quiet())).then(|| format!("{busy}; {stalls}"))
+    }
 }
 
 const UDP_STREAM: &[&str] = &[
@@ -152,15 +162,17 @@ fn a_delayed_path_adds_its_delay_to_the_round_trip() {
         let r = v["points"][0]["latency"]["rtt_ns"].clone();
         (r["p50"].as_f64().unwrap(), r["p99"].as_f64().unwrap())
     };
+    let quiet = Quiet::start();
     let (plain, _) = rtt(1);
     let (p50, p99) = rtt(0);
+    let quiet = quiet.finish();
     // 2 × 10 ms plus the path's own round trip (through an emulator that does nothing),
     // within 1% of the delay + 100 µs.
     // On a busy host the two ends, asleep for 10 ms each exchange, wake later than on a
     // path that keeps them running: the tight bound holds where the machine is idle, a
     // millisecond's where it is not.
     let want = 20e6 + plain;
-    let slack = match idle() {
+    let slack = match &quiet {
         None => 100e3,
         Some(why) => {
             eprintln!("the RTT bound is 1% + 1 ms, not 1% + 100 µs: {why}");
@@ -180,7 +192,7 @@ fn a_delayed_path_adds_its_delay_to_the_round_trip() {
         p99 / 1e6,
         plain / 1e6
     );
-    match idle() {
+    match &quiet {
         None => assert!(p99 <= 1.05 * p50, "p99 {p99} above 1.05 × p50 {p50}"),
         Some(why) => eprintln!("SKIPPED the p99 bound (p99 ≤ 1.05 × p50): {why}"),
     }
@@ -232,38 +244,54 @@ fn the_emulators_duplicates_and_reorders_are_the_ones_netsweep_counts() {
         "",
         "delay = \"1ms\"\nduplicate = \"2%\"\nreorder = \"3%\"\nprotocol = \"udp\"\ndirection = \"a-to-b\"",
     );
-    let w = Window::open(lab.lab.layout());
-    // Trials of 20 ms: a burst the server's 8 MB socket buffer holds whole, so no duplicate
-    // is lost at the socket after the emulator counted it.
+    // Trials of 5 ms: an unpaced UDP sender outruns a server that shares two CPUs with it
+    // and the emulator (here 1.5 Gbit/s sent, 1.1 received), and only a burst the server's
+    // 8 MB socket buffer holds whole loses nothing after the emulator counted it (20 ms
+    // trials lost 200–2000 datagrams per run on this VM). A server not scheduled for a few
+    // ms still makes its socket drop; the counts are then not comparable exactly. That precondition is measured (netsweep reports the socket's own
+    // drop count), not assumed: a run with drops is said and made again, three at most.
     let addr = server_addr(&lab, 0);
-    let v = run_in(
-        &lab,
-        "emu-dup",
-        &[
-            &addr,
-            "-t",
-            "udp",
-            "-p",
-            "stream",
-            "--sizes",
-            "1200",
-            "--no-warmup",
-            "--trial-time",
-            "20ms",
-            "--max-point-time",
-            "1s",
-            "--rcvbuf",
-            "4M",
-        ],
-    );
-    let (emu, _) = direction(&w.close().0, 0);
-    assert_eq!(
-        v["datagram_totals"]["to_server_socket_drops"]
+    let mut tries = Vec::new();
+    let (v, emu) = loop {
+        let w = Window::open(lab.lab.layout());
+        let v = run_in(
+            &lab,
+            "emu-dup",
+            &[
+                &addr,
+                "-t",
+                "udp",
+                "-p",
+                "stream",
+                "--sizes",
+                "1200",
+                "--no-warmup",
+                "--trial-time",
+                "5ms",
+                "--max-point-time",
+                "1s",
+                "--rcvbuf",
+                "4M",
+            ],
+        );
+        let (emu, _) = direction(&w.close().0, 0);
+        let drops = v["datagram_totals"]["to_server_socket_drops"]
             .as_u64()
-            .unwrap_or(0),
-        0,
-        "the server's socket dropped datagrams: the counts cannot be compared exactly"
-    );
+            .unwrap_or(0);
+        if drops == 0 {
+            break (v, emu);
+        }
+        eprintln!(
+            "run {}: the server's socket dropped {drops} datagrams; again",
+            tries.len() + 1
+        );
+        tries.push(drops);
+        assert!(
+            tries.len() < 3,
+            "the server's socket dropped datagrams in every run ({tries:?}): the counts cannot \
+             be compared exactly"
+        );
+    };
     // A frame lost after the emulator counted it would make the two counts differ: there is
     // none to lose here but what the kernel drops before the emulator reads (never a copy).
     assert_eq!(
@@ -383,7 +411,9 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
     let mut args = vec![server_addr(&lab, 0)];
     args.extend(UDP_STREAM.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let quiet = Quiet::start();
     let v = run_in(&lab, "emu-cpu", &args);
+    let quiet = quiet.finish();
     let (window, warnings) = w.close();
     let (emu, late) = direction(&window, 0);
     let p99 = late["p99_ns"].as_u64().unwrap();
@@ -397,7 +427,7 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
     let rate = v["points"][0]["receiver_mbps"]["mean"].as_f64().unwrap();
     // 1200-byte datagrams in 1242-byte frames: 96.6 Mbit/s of payload at most.
     assert!(rate <= 1200.0 / 1242.0 * 100.0 * 1.01, "{rate} Mbit/s");
-    match idle() {
+    match quiet {
         None => {
             assert!(p99 < 100_000, "lateness p99 {p99} ns");
             assert!(warnings.is_empty(), "{warnings:?}");
@@ -415,6 +445,7 @@ fn tcp_across_40_ms_and_100_mbit_moves_the_rate_after_headers() {
     let lab = lab("emu-tcp", "rate = \"100mbit\"", "delay = \"20ms\"");
     let w = Window::open(lab.lab.layout());
     let addr = server_addr(&lab, 0);
+    let quiet = Quiet::start();
     let v = run_in(
         &lab,
         "emu-tcp",
@@ -434,6 +465,7 @@ fn tcp_across_40_ms_and_100_mbit_moves_the_rate_after_headers() {
             "2",
         ],
     );
+    let quiet = quiet.finish();
     let (window, _) = w.close();
     let (emu, late) = direction(&window, 0);
     let p = &v["points"][0];
@@ -452,7 +484,7 @@ fn tcp_across_40_ms_and_100_mbit_moves_the_rate_after_headers() {
     );
     // Within 3% of the arithmetic on an idle machine (measured: 93.3 Mbit/s, −2.5%; iperf3
     // -t 8 read 92.9 on the same path); a busy one stretches TCP's recoveries, 5%.
-    let tolerance = match idle() {
+    let tolerance = match quiet {
         None => 0.03,
         Some(why) => {
             eprintln!("the goodput bound is 5%, not 3%: {why}");

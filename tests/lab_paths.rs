@@ -191,19 +191,42 @@ fn udp_across_the_fragmentation_boundary_loses_per_fragment() {
         two > 1.4 * one,
         "2952 B loses about twice as often: {two} vs {one}"
     );
-    // nft dropped fragments; each lost datagram lost one or two of them.
-    let (dropped, _) = lab
-        .loss_dropped(&lab.layout().links[0].name, "client")
-        .unwrap();
+    // Where each lost datagram went, from the kernel's own counts: nft's loss rule dropped
+    // fragments (one or two of a lost datagram), the client's qdisc may have dropped a
+    // fragment when its queue was full, and the server's socket (netsweep reads its drop
+    // count) a whole datagram when the server fell behind — rare on an idle machine, not on
+    // a busy one. Every lost datagram is one of these, and no fragment is dropped twice.
+    let link = lab.layout().links[0].name.clone();
+    let (nft, _) = lab.loss_dropped(&link, "client").unwrap();
+    let iface = lab.interface("client", &link).unwrap().to_string();
+    let qdisc = qdisc_stat(&lab, "client", &iface, None, "drops");
     let t = &v["datagram_totals"];
     let lost = t["to_server_sent"].as_u64().unwrap() - t["to_server_received"].as_u64().unwrap();
+    let socket = t["to_server_socket_drops"].as_u64().unwrap_or(0);
     let handshake = v["granted"]["client"]["handshake_datagrams"]
         .as_u64()
         .unwrap_or(1)
         - 1;
+    // A datagram still in the shaper's queue (up to 50 ms) when a stalled receiver stops
+    // waiting for its trial's stragglers (60 ms) counts lost there, and arrives in a later
+    // trial as one not of its own: at most that many of the lost reached the server.
+    let stragglers: u64 = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["loss"]["foreign"].as_u64().unwrap_or(0))
+        .sum();
+    let frames = nft + qdisc;
+    let in_path = lost.saturating_sub(socket);
+    let why = format!(
+        "lost {lost} datagrams: nft dropped {nft} fragments, the qdisc {qdisc}, the server's \
+         socket {socket} datagrams; {handshake} cookie resends, {stragglers} stragglers"
+    );
+    eprintln!("{why}");
+    assert!(socket <= lost, "{why}");
     assert!(
-        dropped >= lost + handshake && dropped <= 2 * lost + handshake,
-        "nft {dropped} vs lost {lost}"
+        frames + stragglers >= in_path + handshake && frames <= 2 * in_path + handshake,
+        "{why}"
     );
     lab.down().unwrap();
 }

@@ -348,3 +348,27 @@ pub fn check_arithmetic_when_idle(
         );
     }
 }
+
+/// The sum of `key` ("bytes", "packets", "drops") over every qdisc on `iface` of `host` whose
+/// kind is `kind` (any kind when `None`), from `tc -s -j qdisc show`: the link's own count.
+pub fn qdisc_stat(
+    lab: &netsweep_lab::Lab,
+    host: &str,
+    iface: &str,
+    kind: Option<&str>,
+    key: &str,
+) -> u64 {
+    let o = lab
+        .command(host, &["tc", "-s", "-j", "qdisc", "show", "dev", iface])
+        .unwrap()
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("tc -s -j qdisc show dev {iface} in {host}: {e}"));
+    v.as_array()
+        .unwrap_or_else(|| panic!("tc printed no list for {iface}: {v}"))
+        .iter()
+        .filter(|q| kind.is_none_or(|k| q["kind"] == k))
+        .filter_map(|q| q[key].as_u64())
+        .sum()
+}

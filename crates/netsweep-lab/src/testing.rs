@@ -15,6 +15,7 @@
 
 pub mod idle;
 pub mod link;
+pub mod stall;
 
 use crate::cmd;
 use crate::counters::parse_nft_counter;
