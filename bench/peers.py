@@ -746,7 +746,9 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
       "flows against 16 C processes, memory per flow) are measured by `bench/flows.py` into "
       "[performance-flows.md](performance-flows.md). AF_XDP (`-t xdp`) against AF_PACKET on a "
       "veth pair between two namespaces, and the pktgen ceiling, are measured by `bench/xdp.py` "
-      "into [performance-xdp.md](performance-xdp.md).\n")
+      "into [performance-xdp.md](performance-xdp.md). The lab's path emulator's ceiling "
+      "(frames/s and Gbit/s at MTU 1500 and 9000, against a plain veth) is measured by "
+      "`bench/emulator.py` into [performance-emulator.md](performance-emulator.md).\n")
     w(f"Machine: {mach['nproc']} CPUs, {mach['cpu']}, Linux {mach['kernel']}, default congestion "
       f"control `{mach['cc']}`. Run {started}, {'quick' if args.quick else 'full'} mode, "
       f"{time.strftime('%M:%S', time.gmtime(time.time() - args.t0))} min:s. Peers: "

@@ -26,6 +26,7 @@ mod dip;
 mod measured;
 mod placement;
 mod refine;
+mod segment;
 mod series;
 mod unstable;
 
@@ -195,7 +196,9 @@ impl SeriesPoint {
 /// its path ([`path_of`]): placement excuses nothing on a path that is not loopback.
 pub fn detect_run(run: &RunResult) -> Vec<Anomaly> {
     let series: Vec<SeriesPoint> = run.points.iter().map(SeriesPoint::from_point).collect();
-    detect_series_on(&series, &DetectConfig::default(), path_of(run))
+    let mut out = detect_series_on(&series, &DetectConfig::default(), path_of(run));
+    segment::explain(run, &mut out);
+    out
 }
 
 /// Runs detection on a finished run and stores the anomalies in it (`run.anomalies`).
