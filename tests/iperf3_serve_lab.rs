@@ -192,22 +192,6 @@ fn udp_loss_is_what_an_nft_rule_dropped() {
     drop(lab);
 }
 
-/// Bytes the qdisc on `iface` of `host` has sent.
-fn qdisc_bytes(lab: &Lab, host: &str, iface: &str) -> u64 {
-    let o = lab
-        .command(host, &["tc", "-s", "-j", "qdisc", "show", "dev", iface])
-        .unwrap()
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["kind"] == "tbf")
-        .and_then(|q| q["bytes"].as_u64())
-        .unwrap_or_else(|| panic!("no tbf on {iface}: {v}"))
-}
-
 #[test]
 #[ignore = "needs root (lab namespaces) and iperf3: ./run-tests installs it and runs this"]
 fn through_a_shaped_link_iperf3_reads_the_shapers_arithmetic() {
@@ -222,7 +206,7 @@ fn through_a_shaped_link_iperf3_reads_the_shapers_arithmetic() {
     let expected = 100.0 * 1448.0 / 1514.0;
     for (name, reverse, host) in [("forward", false, "client"), ("reverse", true, "server")] {
         let iface = lab.interface(host, &link).unwrap().to_string();
-        let before = qdisc_bytes(&lab, host, &iface);
+        let before = qdisc_stat(&lab, host, &iface, Some("tbf"), "bytes");
         let mut a = vec!["-t", "4"];
         if reverse {
             a.push("-R");
@@ -230,7 +214,7 @@ fn through_a_shaped_link_iperf3_reads_the_shapers_arithmetic() {
         let cpu = netsweep_lab::testing::idle::CpuWindow::start();
         let j = client_in(&lab, &ip, &a);
         let busy = cpu.finish();
-        let after = qdisc_bytes(&lab, host, &iface);
+        let after = qdisc_stat(&lab, host, &iface, Some("tbf"), "bytes");
         assert!(j.get("error").is_none(), "{name}: {}", j["error"]);
         let r = &j["end"]["sum_received"];
         let (bps, secs) = (

@@ -248,8 +248,9 @@ fn the_emulators_duplicates_and_reorders_are_the_ones_netsweep_counts() {
     // and the emulator (here 1.5 Gbit/s sent, 1.1 received), and only a burst the server's
     // 8 MB socket buffer holds whole loses nothing after the emulator counted it (20 ms
     // trials lost 200–2000 datagrams per run on this VM). A server not scheduled for a few
-    // ms still makes its socket drop; the counts are then not comparable exactly. That precondition is measured (netsweep reports the socket's own
-    // drop count), not assumed: a run with drops is said and made again, three at most.
+    // ms still makes its socket drop; the counts are then not comparable exactly. That
+    // precondition is measured (netsweep reports the socket's own drop count), not assumed:
+    // a run with drops is said and made again, three at most.
     let addr = server_addr(&lab, 0);
     let mut tries = Vec::new();
     let (v, emu) = loop {

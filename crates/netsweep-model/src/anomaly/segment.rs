@@ -16,24 +16,30 @@ const V6_HEADERS: u64 = 72;
 /// Boundaries looked at: the first few multiples of the segment size.
 const MULTIPLES: u64 = 4;
 
-/// The run's TCP segment size, from the path MTU its client was granted, where the run is
-/// a TCP stream of one (tcp or mptcp over IP).
-pub fn mss(run: &RunResult) -> Option<u64> {
+/// The IP and TCP header bytes of a run's segments, where the run is a TCP stream over IP
+/// (tcp or mptcp).
+fn headers(run: &RunResult) -> Option<u64> {
     if !matches!(run.spec.transport, Transport::Tcp | Transport::Mptcp) {
         return None;
     }
-    let headers = match run.spec.family {
-        Family::Ipv4 => V4_HEADERS,
-        Family::Ipv6 => V6_HEADERS,
-        _ => return None,
-    };
+    match run.spec.family {
+        Family::Ipv4 => Some(V4_HEADERS),
+        Family::Ipv6 => Some(V6_HEADERS),
+        _ => None,
+    }
+}
+
+/// The run's TCP segment size, from the path MTU its client was granted.
+pub fn mss(run: &RunResult) -> Option<u64> {
     let mtu = u64::from(run.granted.client.path_mtu?);
-    mtu.checked_sub(headers).filter(|&m| m > 0)
+    mtu.checked_sub(headers(run)?).filter(|&m| m > 0)
 }
 
 /// Adds the segment boundary to the detail of each cliff or dip whose step spans one.
 pub fn explain(run: &RunResult, anomalies: &mut [Anomaly]) {
-    let Some(mss) = mss(run) else { return };
+    let (Some(mss), Some(headers)) = (mss(run), headers(run)) else {
+        return;
+    };
     for a in anomalies
         .iter_mut()
         .filter(|a| matches!(a.kind, AnomalyKind::Cliff | AnomalyKind::Dip))
@@ -51,11 +57,7 @@ pub fn explain(run: &RunResult, anomalies: &mut [Anomaly]) {
              and TCP headers with timestamps): past it a message takes {} data segments and \
              one more ACK from its receiver",
             k,
-            if run.spec.family == Family::Ipv6 {
-                V6_HEADERS
-            } else {
-                V4_HEADERS
-            },
+            headers,
             k + 1
         ));
     }
