@@ -140,10 +140,11 @@ fn check(c: &Case, v: &Value, busy: &Busy) {
         );
         return;
     }
+    let table = points_table(v);
     assert_eq!(
         level.len(),
         1,
-        "{}: exactly one {kind} (no cliff or dip elsewhere): {found:#?}",
+        "{}: exactly one {kind} (no cliff or dip elsewhere): {found:#?}\n{table}",
         c.name
     );
     let a = level[0];
@@ -155,7 +156,7 @@ fn check(c: &Case, v: &Value, busy: &Busy) {
     // Within one step of 16 bytes of the band's edges.
     assert!(
         f.abs_diff(from) <= 16 && t.abs_diff(to) <= 16,
-        "{}: {kind} {f}..{t} vs band {from}..{to} on an idle machine ({busy})",
+        "{}: {kind} {f}..{t} vs band {from}..{to} on an idle machine ({busy})\n{table}",
         c.name
     );
     // 5 Mbit/s against 100 or 200 Mbit/s line rate, or more for veth-fast pingpong.
@@ -164,6 +165,30 @@ fn check(c: &Case, v: &Value, busy: &Busy) {
         "{}: {a:#?}",
         c.name
     );
+}
+
+/// The sweep's points as the detector sees them, one line each (size, Mbit/s, ci95,
+/// trials, trials with both ends on one CPU / trials observed), to replay a failure found
+/// elsewhere in a unit test (`crates/netsweep-model/src/anomaly/measured.rs`).
+fn points_table(v: &Value) -> String {
+    let none = Vec::new();
+    let mut out = String::from("(size, mean Mbit/s, ci95, trials, same-CPU trials, observed):\n");
+    for p in v["points"].as_array().unwrap_or(&none) {
+        let t = &p["throughput_mbps"];
+        out += &format!(
+            "    ({}, {:.2}, {:.2}, {}, {}, {}),\n",
+            p["size"],
+            t["mean"].as_f64().unwrap_or(f64::NAN),
+            t["ci95"].as_f64().unwrap_or(f64::NAN),
+            t["trials"]
+                .as_u64()
+                .unwrap_or(0)
+                .max(p["trials"].as_u64().unwrap_or(0)),
+            p["placement"]["same_cpu_trials"],
+            p["placement"]["observed_trials"],
+        );
+    }
+    out
 }
 
 // IP lengths 1000..=1300: UDP payloads 972..=1272, TCP payloads (timestamps) 948..=1248.

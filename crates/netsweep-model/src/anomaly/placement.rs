@@ -150,6 +150,36 @@ pub(super) fn bound(
     Some(factor.min(cfg.placement_cap.max(1.0).ln()))
 }
 
+/// How far (ln) the band's median lies below the median of the points of its own placement
+/// on each side (the lesser of the two), looking twice the trend window out: `None` unless
+/// at least two thirds of the band's points share one pure placement and each side has two
+/// points of it. A band that far below its own kind is not explained by neighbours of the
+/// other kind: a band whose trials were split across CPUs, a fifth of its split neighbours'
+/// throughput, is a chasm even when the neighbours nearest it sometimes shared a CPU
+/// (measured on a VM whose split ends made every point slow: `UDP_BAND_BESIDE_WIDE_CIS`).
+pub(super) fn below_own_placement(
+    p: &Prepared,
+    cfg: &super::DetectConfig,
+    band: &Range<usize>,
+) -> Option<f64> {
+    let n = p.y.len();
+    let reach = 2 * cfg.window.max(2);
+    let class = [PlacementClass::Same, PlacementClass::Different]
+        .into_iter()
+        .find(|&c| band.clone().filter(|&i| p.placement[i] == c).count() * 3 >= band.len() * 2)?;
+    let level = |range: Range<usize>| {
+        let mut v: Vec<f64> = range
+            .filter(|&i| p.placement[i] == class)
+            .map(|i| p.y[i])
+            .collect();
+        (v.len() >= 2).then(|| super::series::median(&mut v))
+    };
+    let inside = level(band.clone())?;
+    let left = level(band.start.saturating_sub(reach)..band.start)?;
+    let right = level(band.end..n.min(band.end + reach))?;
+    Some((left - inside).min(right - inside))
+}
+
 /// True when placement may explain an ln-drop `drop` (positive) of `band` against `window`.
 pub(super) fn excuses(
     p: &Prepared,
@@ -164,7 +194,8 @@ pub(super) fn excuses(
 #[cfg(test)]
 mod tests {
     use super::super::measured::{
-        UDP_BAND_AFTER_A_SHARED_START, UDP_BAND_AMID_PLACEMENT_FLIPS, VETH_BAND,
+        UDP_BAND_AFTER_A_SHARED_START, UDP_BAND_AMID_PLACEMENT_FLIPS, UDP_BAND_BESIDE_WIDE_CIS,
+        VETH_BAND,
     };
     use super::super::{detect_series_on, Anomaly, AnomalyKind, DetectConfig, SeriesPoint};
     use super::*;
@@ -388,6 +419,18 @@ mod tests {
         let s = measured_series(UDP_BAND_AFTER_A_SHARED_START);
         let dips: Vec<_> = levels(&s, PathKind::Network);
         assert_eq!(dips, vec![(AnomalyKind::Dip, 376, 568)]);
+    }
+
+    #[test]
+    fn a_chasm_five_times_below_neighbours_with_wide_cis_is_a_dip() {
+        let s = measured_series(UDP_BAND_BESIDE_WIDE_CIS);
+        for path in [PathKind::SameHost, PathKind::Network] {
+            assert_eq!(
+                levels(&s, path),
+                vec![(AnomalyKind::Dip, 376, 568)],
+                "{path:?}"
+            );
+        }
     }
 
     #[test]
