@@ -300,6 +300,8 @@ fn tcp_send(
                         ));
                     }
                 }
+                // TEST_END shut the stream for writing under this write.
+                Err(_) if sh.stop_send.load(Relaxed) => break,
                 Err(e) => return Err(format!("sending: {e}")),
             }
         }

@@ -96,6 +96,23 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Ends what the server sends at TEST_END: a sending TCP stream stops where it is, maybe
+    /// inside a block, and is shut for writing, so the client reads what was sent and then the
+    /// end of the stream. iperf3's client reads a whole block with blocking reads, so a block
+    /// left half-sent and open holds it inside that read — it never reads EXCHANGE_RESULTS,
+    /// and the test ends in the server's timeout and the client's "Broken pipe". (iperf3's own
+    /// server closes its streams at TEST_END.)
+    fn end_sending(&self, up: usize) {
+        self.shared.stop_send.store(true, Relaxed);
+        for s in self.socks.iter().skip(up) {
+            if let Sock::Tcp(t) = s {
+                let _ = t.shutdown(std::net::Shutdown::Write);
+            }
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         self.stop();
@@ -256,7 +273,7 @@ pub fn run(
     let cpu0 = crate::control::thread_cpu();
     run.shared.go(Some(start));
     let (end, omit_snaps, t0, intervals) = running(ctl, cfg, &run, start)?;
-    run.shared.stop_send.store(true, Relaxed);
+    run.end_sending(up);
     send(ctl, &[State::ExchangeResults.to_byte()], "EXCHANGE_RESULTS")?;
     let text = read_frame(ctl, MAX_CLIENT_RESULTS, cfg.idle, "the client's results")?;
     let client = ServerReport::parse(&text).map_err(Failure::Protocol)?;
