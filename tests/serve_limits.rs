@@ -118,6 +118,40 @@ fn max_duration_ends_a_long_run_between_trials_keeping_its_points() {
     );
 }
 
+/// A deadline that falls inside a trial cuts it; the client, whose data path the server then
+/// closes, still names the server's reason rather than its own "Connection reset by peer" (a
+/// loaded CI machine put the deadline mid-trial in the test above). Three-second trials
+/// under a one-second limit put it there every time, for a sender and for a pingpong.
+#[test]
+fn a_deadline_inside_a_trial_is_named_by_the_client() {
+    let server = Server::start(&["--max-duration", "1s"]);
+    let dir = scratch("limit-duration-mid-trial");
+    for pattern in ["stream", "pingpong"] {
+        let out = dir.join(format!("{pattern}.json"));
+        let o = Command::new(bin())
+            .args(["run", &server.addr, "-p", pattern, "--sizes", "1k,2k"])
+            .args(["--no-save", "-q", "-o", out.to_str().unwrap()])
+            .args([
+                "--min-trials",
+                "2",
+                "--max-trials",
+                "2",
+                "--trial-time",
+                "3s",
+            ])
+            .args(["--no-warmup", "--timeout", "5s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{pattern}: {err}");
+        assert!(
+            err.contains("--max-duration") && err.contains("1 s"),
+            "{pattern}: {err}"
+        );
+        assert_eq!(results(&out)["status"], "failed", "{pattern}");
+    }
+}
+
 #[test]
 fn max_rate_ends_a_session_that_goes_faster_and_lets_a_slow_one_run() {
     let server = Server::start(&["--max-rate", "20mbit"]);

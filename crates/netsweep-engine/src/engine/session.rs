@@ -11,6 +11,7 @@ use crate::pattern::{ClientPattern, TrialOutcome};
 use netsweep_model::background::BackgroundFigures;
 use netsweep_model::results::DatagramTotals;
 use netsweep_proto::messages::{ClientMsg, ServerMsg, TrialSpec};
+use netsweep_proto::text::printable;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -56,7 +57,7 @@ impl Peer for SessionPeer<'_> {
         let t0 = Instant::now();
         let body_result = pattern.run_trial(trial, spec);
         let wall_ns = t0.elapsed().as_nanos() as u64;
-        let mut client = body_result.map_err(|e| self.data_error(e))?;
+        let mut client = body_result.map_err(|e| self.server_reason(self.data_error(e)))?;
         meter.finish(|| pattern.stats(), &mut client);
         // The server may still be draining a stream: allow it the full timeout and more.
         let wait = self.timeout + Duration::from_secs(2);
@@ -112,7 +113,29 @@ impl Peer for SessionPeer<'_> {
     }
 }
 
+/// How long a client whose data path failed looks on the control connection for the server's
+/// reason: a server that ends a session mid-trial (`--max-duration`, `--max-rate`, its own
+/// data path failing) sends why on the control connection as it closes the data path, so the
+/// reason is there by the time the client sees the reset.
+const REASON_WAIT: Duration = Duration::from_secs(2);
+
 impl SessionPeer<'_> {
+    /// The server's own reason for a failed trial when it sent one, else `e`: a reset data path
+    /// is the symptom, the server's `--max-duration` the cause the user can act on.
+    fn server_reason(&mut self, e: NetError) -> NetError {
+        if matches!(e, NetError::Interrupted) {
+            return e;
+        }
+        match self.ctl.recv(
+            "looking for the server's reason",
+            Some(REASON_WAIT.min(self.timeout)),
+        ) {
+            Ok(ServerMsg::Error { message }) => NetError::Refused(printable(&message)),
+            Ok(ServerMsg::Busy { message }) => NetError::Busy(printable(&message)),
+            _ => e,
+        }
+    }
+
     /// What a data-path error of the client's loop means for the run.
     fn data_error(&self, e: std::io::Error) -> NetError {
         if e.kind() == std::io::ErrorKind::Interrupted && self.interrupt.load(Ordering::Relaxed) {

@@ -52,7 +52,8 @@ pub struct ServerLimits {
     pub max_timeout: Duration,
     /// How long a fresh connection may take to introduce itself.
     pub handshake_timeout: Duration,
-    /// Longest a session may last (checked between trials; `--max-duration`).
+    /// Longest a session may last (`--max-duration`): checked between trials, and a trial still
+    /// running at the limit is cut, the client told why on the control connection.
     pub max_session: Duration,
     /// Most bits per second one session may move through the server, both directions counted
     /// over each trial's wall time on the server (`--max-rate`); `None`: no limit.
