@@ -570,11 +570,7 @@ impl RunSpec {
             ));
         }
         if self.min_trials < 2 || self.max_trials < self.min_trials {
-            return Err(format!(
-                "--min-trials {} --max-trials {}: a point needs at least 2 trials (its confidence \
-                 interval), and --max-trials at or above --min-trials",
-                self.min_trials, self.max_trials
-            ));
+            return Err("need --min-trials ≥ 2 and --max-trials ≥ --min-trials".into());
         }
         if self.trial_time_ns == 0 || self.timeout_ns == 0 || self.max_point_time_ns == 0 {
             return Err("--trial-time, --max-point-time and --timeout must be above zero".into());
