@@ -1,5 +1,5 @@
-//! The Debian package (issue 15 item 2), installed for real: `packaging/build-deb` builds it
-//! (./run-tests does, as root, before the tests), this test installs it with `dpkg -i`, checks
+//! The Debian package (issue 15 item 2), installed for real: `packaging/build-deb --dev` builds
+//! it (./run-tests does, as root, before the tests), this test installs it with `dpkg -i`, checks
 //! what it put where, runs the installed binary on both ends of a loopback run, asks man and
 //! bash completion about it, verifies the systemd unit, and removes the package again.
 
