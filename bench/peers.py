@@ -748,7 +748,11 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
       "veth pair between two namespaces, and the pktgen ceiling, are measured by `bench/xdp.py` "
       "into [performance-xdp.md](performance-xdp.md). The lab's path emulator's ceiling "
       "(frames/s and Gbit/s at MTU 1500 and 9000, against a plain veth) is measured by "
-      "`bench/emulator.py` into [performance-emulator.md](performance-emulator.md).\n")
+      "`bench/emulator.py` into [performance-emulator.md](performance-emulator.md). Whether "
+      "the tools do the same work on the single stream (a) — system calls and bytes per call "
+      "on each end, wake-ups, CPU, socket buffers, from `perf stat` and the kernel — is "
+      "measured by `bench/stream-counters.py` into "
+      "[performance-stream-counters.md](performance-stream-counters.md).\n")
     w(f"Machine: {mach['nproc']} CPUs, {mach['cpu']}, Linux {mach['kernel']}, default congestion "
       f"control `{mach['cc']}`. Run {started}, {'quick' if args.quick else 'full'} mode, "
       f"{time.strftime('%M:%S', time.gmtime(time.time() - args.t0))} min:s. Peers: "
