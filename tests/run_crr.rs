@@ -161,8 +161,6 @@ fn parse(line: &str) -> Option<Call> {
     })
 }
 
-/// In one thread's calls, for every descriptor a successful `opener` call returned: its
-/// names of the thread's calls from that one to the descriptor's close, and the opening line.
 /// One descriptor's life in a thread: every call the thread made from its opening to its
 /// close, the opening line, and whether the descriptor itself was connected (a listener's
 /// window also holds the connects the thread made on other sockets while it was open: CI
@@ -174,6 +172,8 @@ struct Window {
     connected: bool,
 }
 
+/// In one thread's calls, the window of every descriptor a successful `opener` call returned
+/// and the thread closed, in opening order.
 fn windows(calls: &[Call], opener: &str) -> Vec<Window> {
     // (opened at, the window) by descriptor; the result in opening order.
     let mut out = Vec::new();
