@@ -213,8 +213,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub max_trials: u32,
 
-    /// After the sweep, re-measure finely around suspected dips, cliffs and unstable bands
-    /// (at most 256 extra sizes), then detect again on all points.
+    /// After the sweep, re-measure finely where suspected dips and cliffs have their edges
+    /// (a dip's measured inside is not re-measured; at most 256 extra sizes), then detect
+    /// again on all points.
     #[arg(long)]
     pub refine: bool,
 

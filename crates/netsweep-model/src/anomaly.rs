@@ -85,7 +85,8 @@ pub struct Anomaly {
     /// What to do when the sweep is too coarse to resolve it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
-    /// The finer sweep around it (`netsweep run --refine` measures these sizes).
+    /// The finer sweep around it (`netsweep run --refine` measures its sizes where the
+    /// anomaly's edges lie: all of a cliff's, a dip's outside its measured inside).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refine: Option<Refine>,
 }

@@ -202,3 +202,31 @@ fn refine_spec_and_sizes() {
     assert!(v.windows(2).all(|w| w[0] < w[1]));
     assert!((phi(1.959_964) - 0.975).abs() < 1e-6);
 }
+
+/// `--refine` measures a dip finely where its edges lie, not across its measured inside (seed
+/// 004's injected band: coarse points 1024 and 1152 inside, 896 and 1280 outside); a cliff's
+/// one gap is measured whole.
+#[test]
+fn refine_measures_a_dips_edges_not_its_inside() {
+    let coarse: Vec<u64> = (1..=16).map(|i| i * 128).collect();
+    let anomaly = |kind, from_size, to_size, from, to, step| Anomaly {
+        kind,
+        from_size,
+        to_size,
+        magnitude: 0.97,
+        confidence: 1.0,
+        points: 2,
+        metric: "throughput".into(),
+        detail: String::new(),
+        hint: None,
+        refine: Some(Refine { from, to, step }),
+    };
+    let dip = anomaly(AnomalyKind::Dip, 1024, 1152, 896, 1280, 8);
+    let v = refine_sizes(&[dip], &coarse);
+    let left: Vec<u64> = (113..=127).map(|i| i * 8).collect(); // 904..=1016
+    let right: Vec<u64> = (145..=159).map(|i| i * 8).collect(); // 1160..=1272
+    assert_eq!(v, [left, right].concat());
+    let cliff = anomaly(AnomalyKind::Cliff, 1152, 1280, 1152, 1280, 4);
+    let v = refine_sizes(&[cliff], &coarse);
+    assert_eq!(v, (289..=319).map(|i| i * 4).collect::<Vec<u64>>()); // 1156..=1276
+}
