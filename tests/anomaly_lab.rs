@@ -208,6 +208,9 @@ fn bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned() {
                 args: &["-t", "tcp", "-p", "pingpong", "--sizes", "700..1448:+16"],
                 want: ("dip", 948, 1248),
             },
+            // 16-byte steps where the band's edges are, 48 across its inside: a point inside
+            // takes ~3.5 s (its trials are lengthened to the 5 Mbit/s class's queue, ~80 ms
+            // of lag), and the inside places no edge.
             Case {
                 name: "udp-stream-pinned",
                 args: &[
@@ -216,7 +219,7 @@ fn bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned() {
                     "-p",
                     "stream",
                     "--sizes",
-                    "800..1472:+16",
+                    "800..992:+16,1040..1232:+48,1248..1472:+16",
                     "--cpu",
                     "0,1",
                 ],
@@ -244,9 +247,18 @@ fn bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_p
         "100mbit",
         400,
         600,
+        // 16-byte steps where the band's edges are, 48 across its inside (each point there
+        // takes ~3 s: its trials last the 5 Mbit/s class's queue).
         &[Case {
             name: "udp-stream-unpinned",
-            args: &["-t", "udp", "-p", "stream", "--sizes", "200..800:+16"],
+            args: &[
+                "-t",
+                "udp",
+                "-p",
+                "stream",
+                "--sizes",
+                "200..392:+16,440..536:+48,552..800:+16",
+            ],
             want: ("dip", 372, 572),
         }],
     );
@@ -315,7 +327,8 @@ fn a_shaped_band_is_marked_on_the_plot() {
             "-p",
             "stream",
             "--sizes",
-            "800..1472:+32",
+            // Four sizes inside the band (each ~3 s: its trials last the class's queue).
+            "800..1024:+32,1216..1472:+32",
             "--trial-time",
             "20ms",
             "--max-point-time",

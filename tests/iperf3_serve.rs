@@ -249,11 +249,15 @@ fn every_option_of_iperf3_c_against_netsweep_and_against_iperf3_s() {
     let reference_port = free_port();
     let _reference = iperf3_s(reference_port);
     for (i, c) in CASES.iter().enumerate() {
+        // The same client against iperf3 -s at the same time (each test is a second or two:
+        // run one after the other, the cases took 45 s of the suite). What is compared is the
+        // shape of the output and each server's own count, not a rate.
+        let reference = std::thread::spawn(move || iperf3_c(reference_port, c.args));
         let j = iperf3_c(port, c.args);
         let s = same_shape(&j, c, "netsweep");
         let recs = wait_records(&dir, i + 1);
         counted_by_netsweep(&j, c, &s, &recs[i]);
-        let r = iperf3_c(reference_port, c.args);
+        let r = reference.join().expect("the iperf3 -s client");
         let rs = same_shape(&r, c, "iperf3 -s");
         let sum = |s: &[ClientStream]| -> (u64, u64) {
             (
