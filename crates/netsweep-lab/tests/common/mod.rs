@@ -191,7 +191,8 @@ pub fn namespaces_of(run_id: &str) -> Vec<String> {
         .collect()
 }
 
-/// The fake netsweep binary (examples/fake_netsweep.rs), built on demand.
+/// The fake netsweep binary (examples/fake_netsweep.rs): ./run-tests builds it with every
+/// target; run alone, a test builds it on demand (~30 s the first time, holding the lab lock).
 pub fn fake_exe() -> PathBuf {
     let me = std::env::current_exe().unwrap();
     let target_dir = me.parent().and_then(|p| p.parent()).unwrap().to_path_buf();
