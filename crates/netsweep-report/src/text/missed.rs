@@ -1,5 +1,6 @@
 //! Why a run's points missed their precision: one cause per point, from what it recorded.
 
+use netsweep_model::anomaly::{PlacementClass, SeriesPoint};
 use netsweep_model::results::PointResult;
 
 /// Why points missed their precision, from what each one recorded (issue 27: a run that
@@ -10,16 +11,16 @@ use netsweep_model::results::PointResult;
 pub(super) fn why_missed(missed: &[&PointResult]) -> String {
     let (mut few, mut moved, mut drift, mut spread) = (0, 0, 0, 0);
     for p in missed {
-        let pl = &p.placement;
-        let mixed = pl.same_cpu_trials != 0 && pl.same_cpu_trials != pl.observed_trials;
+        // The placement class the anomaly detector gives the point.
+        let class = SeriesPoint::from_point(p).placement;
         if p.trials < 3 {
             few += 1;
-        } else if pl.migrations > 0 || mixed {
+        } else if p.placement.migrations > 0 || class == PlacementClass::Mixed {
             moved += 1;
-        } else if pl.observed_trials > 0 {
-            drift += 1;
-        } else {
+        } else if class == PlacementClass::Unknown {
             spread += 1;
+        } else {
+            drift += 1;
         }
     }
     let parts: Vec<String> = [
