@@ -16,6 +16,7 @@ pub mod mesh;
 pub mod npout;
 pub mod openmetrics;
 pub mod plot;
+pub mod scenario;
 pub mod stream_timeline;
 pub mod text;
 pub mod units;
