@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 /// One line per run: its headline figures.
 pub fn run_line(r: &results::RunResult) -> String {
-    let s = r.summary.clone().unwrap_or_default();
+    let s = r.summary.unwrap_or_default();
     let mut line = format!(
         "{} {} · peak {} Mbit/s at {}",
         r.spec.transport,
