@@ -49,7 +49,7 @@ fn clean_pinned_loopback_sweeps_have_no_anomaly() {
         &["-t", "unix", "-p", "stream", "--sizes", "1k..256k:*1.25"],
     ];
     for (i, args) in configs.iter().enumerate() {
-        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
+        let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
         let run = pinned_run(&dir.join(format!("{i}.json")), args);
         let busy = cpu.finish();
         assert!(

@@ -9,11 +9,11 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::idle::{Busy, CpuWindow};
-use netsweep_lab::testing::{lab_test, lock, require_labs, run_id};
 use netsweep_lab::{Lab, Topology};
 use netsweep_model::anomaly::{self, PathKind};
 use netsweep_model::results;
+use netsweep_testkit::lab::idle::{Busy, CpuWindow};
+use netsweep_testkit::lab::{lab_test, lock, require_labs, run_id};
 use serde_json::Value;
 
 /// A `rate` link whose IP lengths `lo..=hi` go through a 5 Mbit/s class.

@@ -63,6 +63,7 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("netsweep-emu", &[]),
     ("netsweep-iperf3", &[]),
+    ("netsweep-testkit", &["netsweep-lab"]),
 ];
 
 #[test]

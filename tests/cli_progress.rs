@@ -94,7 +94,7 @@ args = ["--sizes", "1,2", "--trial-time", "5ms", "--max-point-time", "100ms"]
 #[ignore = "needs root (lab namespaces) and script (util-linux): ./run-tests runs it as root"]
 fn a_scenario_on_a_terminal_gets_a_bar_over_its_runs() {
     require_root("a_scenario_on_a_terminal_gets_a_bar_over_its_runs");
-    let _l = netsweep_lab::testing::lab_test("scenario_progress_bar");
+    let _l = netsweep_testkit::lab::lab_test("scenario_progress_bar");
     let dir = scratch("scenario-progress");
     let file = dir.join("two.toml");
     std::fs::write(&file, TWO_RUNS).unwrap();

@@ -6,7 +6,7 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::lab_test;
+use netsweep_testkit::lab::lab_test;
 use std::path::{Path, PathBuf};
 
 fn example() -> String {

@@ -61,7 +61,7 @@ fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> Value {
 
 #[test]
 fn what_iperf3_cannot_do_is_a_usage_error() {
-    let _beside = netsweep_lab::testing::beside_lab_tests();
+    let _beside = netsweep_testkit::lab::beside_lab_tests();
     for (args, needle) in [
         (&["run", "iperf3://127.0.0.1:9"][..], "add -p stream"),
         (
@@ -130,7 +130,7 @@ fn every_option_an_iperf3_peer_cannot_honour_is_refused_by_name() {
 #[test]
 #[ignore = "needs iperf3 (Debian package iperf3): ./run-tests installs it and runs this"]
 fn a_sweep_against_iperf3_counts_what_the_iperf3_server_counts() {
-    let _beside = netsweep_lab::testing::beside_lab_tests();
+    let _beside = netsweep_testkit::lab::beside_lab_tests();
     require_tool("a_sweep_against_iperf3", "iperf3", "iperf3");
     let port = free_port();
     let mut cmd = Command::new("iperf3");
@@ -204,10 +204,10 @@ fn a_sweep_against_iperf3_counts_what_the_iperf3_server_counts() {
 #[test]
 #[ignore = "needs root (lab namespaces) and iperf3: ./run-tests runs it as root"]
 fn across_a_shaped_link_the_receiver_rate_is_the_shapers_arithmetic() {
-    use netsweep_lab::testing::idle::CpuWindow;
-    use netsweep_lab::testing::link::LinkSampler;
-    use netsweep_lab::testing::{lab_test, run_id};
     use netsweep_lab::{Lab, Topology};
+    use netsweep_testkit::lab::idle::CpuWindow;
+    use netsweep_testkit::lab::link::LinkSampler;
+    use netsweep_testkit::lab::{lab_test, run_id};
     require_tool("across_a_shaped_link", "iperf3", "iperf3");
     let _l = lab_test("iperf3_run_across_a_shaped_link");
     let topo = "[[hosts]]\nname = \"client\"\n[[hosts]]\nname = \"server\"\n[[links]]\n\
@@ -268,7 +268,7 @@ fn across_a_shaped_link_the_receiver_rate_is_the_shapers_arithmetic() {
 /// path and the fix, and no "results saved" line.
 #[test]
 fn an_unwritable_save_dir_fails_an_iperf3_run_before_it_connects() {
-    let _beside = netsweep_lab::testing::beside_lab_tests();
+    let _beside = netsweep_testkit::lab::beside_lab_tests();
     let port = free_port();
     let url = format!("iperf3://127.0.0.1:{port}");
     let o = Command::new(bin())

@@ -8,8 +8,8 @@
 mod common;
 use common::iperf3::*;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 use std::process::Stdio;
 use std::time::Duration;
@@ -211,7 +211,7 @@ fn through_a_shaped_link_iperf3_reads_the_shapers_arithmetic() {
         if reverse {
             a.push("-R");
         }
-        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
+        let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
         let j = client_in(&lab, &ip, &a);
         let busy = cpu.finish();
         let after = qdisc_stat(&lab, host, &iface, Some("tbf"), "bytes");

@@ -6,8 +6,8 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{ClassStats, Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 use std::path::Path;
 

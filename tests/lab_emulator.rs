@@ -9,10 +9,10 @@ mod common;
 use common::*;
 use netsweep_emu::Counters;
 use netsweep_lab::emulation::{set_emulator_exe, Window};
-use netsweep_lab::testing::idle::CpuWindow;
-use netsweep_lab::testing::stall::StallProbe;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::idle::CpuWindow;
+use netsweep_testkit::lab::stall::StallProbe;
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 
 /// A lab and the `netsweep serve` in its server host (killed on drop, before the lab).

@@ -5,10 +5,10 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{
+use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{
     backlog_drops, lab_test, link_drops, run_id, udp_snmp, InducedDrops, PACKET_DATA, UDP_DATA,
 };
-use netsweep_lab::{Lab, Topology};
 use serde_json::Value;
 use std::process::{Output, Stdio};
 

@@ -5,8 +5,8 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,13 +31,13 @@ fn load(p: &Path) -> Value {
 struct WatchedScenario {
     output: std::process::Output,
     lines: Vec<(Instant, String)>,
-    series: netsweep_lab::testing::link::Series,
+    series: netsweep_testkit::lab::link::Series,
 }
 
 /// Runs `netsweep scenario run FILE -o OUT`, sampling the server host's one link's counters
 /// (the namespace `nsw-<run id>-server` of the lab it prints) while it runs.
 fn watch_scenario(file: &str, out: &Path) -> WatchedScenario {
-    use netsweep_lab::testing::link::LinkSampler;
+    use netsweep_testkit::lab::link::LinkSampler;
     use std::io::{BufRead, BufReader, Read};
     let mut child = Command::new(bin())
         .args(["scenario", "run", file, "-o", out.to_str().unwrap()])
@@ -110,7 +110,7 @@ impl WatchedScenario {
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn shaped_scenario_goodput_is_within_3_percent_of_the_rate_after_headers() {
-    use netsweep_lab::testing::idle::CpuWindow;
+    use netsweep_testkit::lab::idle::CpuWindow;
     let _l = lab_test("shaped_scenario_goodput");
     let out = scratch("shaped");
     let cpu = CpuWindow::start();

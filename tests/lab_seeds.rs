@@ -7,7 +7,7 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::lab_test;
+use netsweep_testkit::lab::lab_test;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

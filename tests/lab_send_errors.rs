@@ -7,8 +7,8 @@
 mod common;
 use common::*;
 use netsweep_lab::counters::parse_nft_counter;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 use std::io::Write;
 use std::process::Stdio;

@@ -271,8 +271,8 @@ const FULL_MESH_4: &str = include_str!("../scenarios/topologies/mesh4.toml");
 #[test]
 #[ignore = "needs root and Open MPI: ./run-tests builds --features mpi and runs it"]
 fn a_mesh_across_a_lab_flags_exactly_the_slow_link() {
-    use netsweep_lab::testing::{lab_test, run_id};
     use netsweep_lab::{Lab, Topology};
+    use netsweep_testkit::lab::{lab_test, run_id};
     let _one = require_mpirun("a_mesh_across_a_lab_flags_exactly_the_slow_link");
     let _l = lab_test("a_mesh_across_a_lab_flags_exactly_the_slow_link");
     let lab = Lab::up(&Topology::parse(FULL_MESH_4).unwrap(), &run_id("mesh")).unwrap();

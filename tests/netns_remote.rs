@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, udp_snmp, InducedDrops, UDP_DATA};
+use netsweep_testkit::lab::{lab_test, udp_snmp, InducedDrops, UDP_DATA};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -72,7 +72,7 @@ fn every_request_is_answered_and_delivered_follows_offered() {
     for t in ["tcp", "udp", "unix-stream", "unix-dgram"] {
         let mut args = vec!["-t", t];
         args.extend_from_slice(MODEST);
-        let cpu = netsweep_lab::testing::idle::CpuWindow::start();
+        let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
         let v = served(&format!("rate-{t}"), &args);
         let busy = cpu.finish();
         let p = &v["points"][0];

@@ -7,8 +7,8 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 
 /// Requests of 1208 bytes: + 8 (UDP) + 20 (IPv4) + 14 (Ethernet, which a veth's qdisc

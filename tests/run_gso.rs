@@ -5,8 +5,8 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, run_id, udp_snmp, InducedDrops, UDP_DATA};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::{lab_test, run_id, udp_snmp, InducedDrops, UDP_DATA};
 use serde_json::Value;
 
 fn points(v: &Value) -> &Vec<Value> {

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::{lab_test, udp_snmp, InducedDrops, UDP_DATA};
+use netsweep_testkit::lab::{lab_test, udp_snmp, InducedDrops, UDP_DATA};
 use serde_json::Value;
 
 fn points(v: &Value) -> &Vec<Value> {

@@ -8,10 +8,10 @@
 
 mod common;
 use common::*;
-use netsweep_lab::testing::idle::CpuWindow;
-use netsweep_lab::testing::link::{Dir, LinkSampler};
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::idle::CpuWindow;
+use netsweep_testkit::lab::link::{Dir, LinkSampler};
+use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 

@@ -43,8 +43,8 @@ fn xdp_without_a_host_is_a_usage_error() {
 #[cfg(feature = "xdp")]
 mod lab {
     use super::common::*;
-    use netsweep_lab::testing::{lab_test, run_id};
     use netsweep_lab::{Lab, Topology};
+    use netsweep_testkit::lab::{lab_test, run_id};
     use serde_json::Value;
     use std::collections::BTreeMap;
     use std::process::Command;

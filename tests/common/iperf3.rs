@@ -40,13 +40,7 @@ pub fn iperf3_port(line: &str) -> u16 {
 }
 
 /// A free TCP port on loopback (for `iperf3 -s`).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use netsweep_testkit::free_port;
 
 /// `iperf3 -s` on `port` of 127.0.0.1, once it listens.
 pub fn iperf3_s(port: u16) -> Killed {

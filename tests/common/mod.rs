@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: run the real binary, load its results, and the
 //! hard prerequisite checks of the tests that are `#[ignore]`d unless `./run-tests` runs them.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod iperf3;
 pub mod serve;
@@ -76,37 +76,7 @@ pub fn run_json(out: &Path, args: &[&str]) -> (Output, serde_json::Value) {
 }
 
 /// True when running as root (lab tests need it).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Panics with the fix unless running as root. Tests that call it are `#[ignore = "needs
-/// root …"]`: without root the harness reports them ignored, and `./run-tests` as root runs
-/// them (`--include-ignored`), so reaching this check without root is a mistake to report.
-pub fn require_root(test: &str) {
-    assert!(
-        is_root(),
-        "{test} needs root (network namespaces): run it as root, e.g. `sudo ./run-tests`"
-    );
-}
-
-/// True when `tool` is on the PATH.
-pub fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// Panics naming the Debian package to install unless `tool` is on the PATH.
-pub fn require_tool(test: &str, tool: &str, package: &str) {
-    assert!(
-        have(tool),
-        "{test} needs {tool}: apt-get install -y {package} (./run-tests installs it as root)"
-    );
-}
+pub use netsweep_testkit::{have, is_root, require_root, require_tool};
 
 /// Starts `netsweep serve` on `bind:port` inside a lab host and waits until it listens.
 pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> std::process::Child {
@@ -150,7 +120,7 @@ pub struct ScratchNetns(pub String);
 
 impl ScratchNetns {
     pub fn new(tag: &str) -> ScratchNetns {
-        let ns = ScratchNetns(format!("nsw-{}", netsweep_lab::testing::run_id(tag)));
+        let ns = ScratchNetns(format!("nsw-{}", netsweep_testkit::lab::run_id(tag)));
         for args in [
             vec!["netns", "add", &ns.0],
             vec!["-n", &ns.0, "link", "set", "lo", "up"],
@@ -290,12 +260,12 @@ pub fn assert_failed_on_unwritable_save_dir(o: &Output) {
 pub fn assert_link_delivered(
     what: &str,
     got: f64,
-    series: &netsweep_lab::testing::link::Series,
+    series: &netsweep_testkit::lab::link::Series,
     window: (std::time::Instant, std::time::Instant),
     header: u64,
     dropped: f64,
 ) {
-    use netsweep_lab::testing::link::{deciles, Dir};
+    use netsweep_testkit::lab::link::{deciles, Dir};
     assert!(
         series.covers(window.0, window.1),
         "{what}: the counters cover the run"
@@ -331,7 +301,7 @@ pub fn check_arithmetic_when_idle(
     got: f64,
     expected: f64,
     tolerance: f64,
-    busy: &netsweep_lab::testing::idle::Busy,
+    busy: &netsweep_testkit::lab::idle::Busy,
 ) {
     if busy.idle_enough() {
         assert!(

@@ -9,10 +9,10 @@ mod common;
 
 use common::{listening, require_iperf3, Server};
 use netsweep_iperf3::{run_test, Bound, TestParams};
-use netsweep_lab::testing::idle::CpuWindow;
-use netsweep_lab::testing::link::{Dir, LinkSampler};
-use netsweep_lab::testing::{lab_test, run_id};
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::idle::CpuWindow;
+use netsweep_testkit::lab::link::{Dir, LinkSampler};
+use netsweep_testkit::lab::{lab_test, run_id};
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;

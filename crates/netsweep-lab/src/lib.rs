@@ -44,7 +44,6 @@ pub mod scenario;
 pub mod shaping;
 pub mod signals;
 pub mod state;
-pub mod testing;
 mod tomlparse;
 pub mod topology;
 mod validate;

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use netsweep_lab::testing::run_id;
 use netsweep_lab::{clean, Lab, Topology};
+use netsweep_testkit::lab::run_id;
 use std::time::Duration;
 
 const ROUTED: &str = r#"

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use netsweep_lab::testing::run_id;
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::run_id;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -162,7 +162,7 @@ fn check_rate(shaper: &str) {
         "[[hosts]]\nname = \"client\"\n[[hosts]]\nname = \"server\"\n[[links]]\na = \"client\"\nb = \"server\"\nrate = \"20mbit\"\nshaper = \"{shaper}\"\n"
     );
     let lab = Lab::up(&Topology::parse(&topo).unwrap(), &id).unwrap();
-    let cpu = netsweep_lab::testing::idle::CpuWindow::start();
+    let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
     let got = udp_goodput(&lab, 2.0);
     let busy = cpu.finish();
     // docs/lab.md: UDP payload 1472 in a 1514-byte frame (IPv4 20 + UDP 8 + Ethernet 14).

@@ -6,8 +6,8 @@
 mod common;
 
 use common::*;
-use netsweep_lab::testing::run_id;
 use netsweep_lab::{signals, Progress, RunOptions, Scenario, ScenarioRunStatus};
+use netsweep_testkit::lab::run_id;
 use std::time::{Duration, Instant};
 
 const SCENARIO: &str = r#"

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use netsweep_lab::testing::run_id;
 use netsweep_lab::{Lab, Topology};
+use netsweep_testkit::lab::run_id;
 
 const TWO_HOSTS: &str = r#"
 [[hosts]]

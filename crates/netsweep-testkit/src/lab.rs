@@ -17,10 +17,10 @@ pub mod idle;
 pub mod link;
 pub mod stall;
 
-use crate::cmd;
-use crate::counters::parse_nft_counter;
-use crate::error::{LabError, Result};
-use crate::preflight::{is_root, missing_tools};
+use netsweep_lab::cmd;
+use netsweep_lab::counters::parse_nft_counter;
+use netsweep_lab::error::{LabError, Result};
+use netsweep_lab::preflight::{is_root, missing_tools};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;

@@ -2,10 +2,11 @@
 //! addresses and MTUs with `ip -j`, ping, UDP traffic from inside a namespace, the fake
 //! netsweep binary. Every root test is `#[ignore]`d: without root the harness reports it
 //! ignored; `./run-tests` as root runs it (`--include-ignored`).
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use netsweep_lab::testing::{self, LabTestLock};
 use netsweep_lab::Lab;
+use netsweep_testkit::lab::{self, LabTestLock};
+pub use netsweep_testkit::wait_for;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 /// The machine-wide lab test lock; panics with the fix when this process cannot build labs
 /// (every caller is `#[ignore = "needs root …"]`, so that only happens when asked to run).
 pub fn setup(test: &str) -> LabTestLock {
-    testing::lab_test(test)
+    lab::lab_test(test)
 }
 
 /// `ip -j <args>` inside `host`'s namespace, parsed.
@@ -207,16 +208,4 @@ pub fn fake_exe() -> PathBuf {
     }
     assert!(exe.exists(), "{} missing", exe.display());
     exe
-}
-
-/// Waits until `f` holds or `timeout` passes.
-pub fn wait_for(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    f()
 }

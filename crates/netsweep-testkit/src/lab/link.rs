@@ -3,7 +3,7 @@
 //! every [`PERIOD`], stamping each reading with `Instant`, so a test can ask what the link
 //! delivered over exactly the window its measurement covered.
 
-use crate::netns;
+use netsweep_lab::netns;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

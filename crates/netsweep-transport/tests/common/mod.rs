@@ -1,7 +1,7 @@
 //! Test harness: endpoint pairs made through the real `TransportFactory`, the real pattern
 //! loops driving them in two threads, and network namespaces (`nsw-…`, 198.18.0.0/15 only)
 //! removed by Drop guards.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportFactory};
 use netsweep_engine::pattern::dgram::DgramAccount;
@@ -23,39 +23,16 @@ use std::time::Duration;
 
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use netsweep_testkit::lab::LabTestLock;
+pub use netsweep_testkit::{is_root, require_root};
 
-/// Panics with the fix unless running as root. Its callers are `#[ignore = "needs root …"]`:
-/// without root the harness reports them ignored; `./run-tests` as root runs them.
-pub fn require_root(test: &str) {
-    assert!(
-        is_root(),
-        "{test} needs root (network namespaces, CAP_NET_RAW): run it as root, e.g. `sudo ./run-tests`"
-    );
-}
-
-/// The machine-wide lab test lock (netsweep_lab::testing::LOCK_FILE), held until dropped:
-/// tests here that make `nsw-` namespaces must not run while another test's `lab clean`
-/// removes every `nsw-` object.
-#[derive(Debug)]
-pub struct LabLock(std::fs::File);
-
-/// [`require_root`], then the lab test lock.
-pub fn root_test(test: &str) -> LabLock {
+/// [`require_root`], then the machine-wide lab test lock (held until dropped): tests here
+/// that make `nsw-` namespaces must not run while another test's `lab clean` removes every
+/// `nsw-` object.
+pub fn root_test(test: &str) -> LabTestLock {
     require_root(test);
-    let f = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open("/tmp/netsweep-lab-tests.lock")
-        .unwrap_or_else(|e| panic!("{test}: /tmp/netsweep-lab-tests.lock: {e}"));
-    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "{test}: flock: {}", io::Error::last_os_error());
-    LabLock(f)
+    netsweep_testkit::lab::lock()
+        .unwrap_or_else(|e| panic!("{test}: {}: {e}", netsweep_testkit::lab::LOCK_FILE))
 }
 
 pub fn setup(
@@ -417,7 +394,7 @@ pub const PACKET_DATA: &str = "ether type 0x88b5 @nh,32,8 1";
 
 /// A known number of induced drops: an nft `netdev` table in `ns` dropping every `every`-th
 /// frame matching `matcher` that arrives on `iface`, counting each (the same rule as
-/// netsweep_lab::testing::InducedDrops). Removed on drop.
+/// netsweep_testkit::lab::InducedDrops). Removed on drop.
 #[derive(Debug)]
 pub struct InducedDrops {
     ns: String,
