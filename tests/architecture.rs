@@ -63,7 +63,7 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("netsweep-emu", &[]),
     ("netsweep-iperf3", &[]),
-    ("netsweep-testkit", &["netsweep-lab"]),
+    ("netsweep-testkit", &["netsweep-lab", "netsweep-proto"]),
 ];
 
 #[test]

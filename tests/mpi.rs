@@ -5,8 +5,8 @@
 //! BTL moves its bytes over loopback (the interface's own counters, an independent count)
 //! while the default (shared memory) does not. `./run-tests` builds with `--features mpi`.
 
-mod common;
 use common::*;
+use netsweep_testkit::exe as common;
 #[cfg(feature = "mpi")]
 use serde_json::Value;
 #[cfg(feature = "mpi")]

@@ -4,8 +4,8 @@
 //! jsonschema) checks the archived files, fresh runs of every pattern, and every results file
 //! the test suite wrote under target/tmp (./run-tests runs this last for that reason).
 
-mod common;
 use common::*;
+use netsweep_testkit::exe as common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

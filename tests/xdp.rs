@@ -6,8 +6,8 @@
 //! source; the sending veth's drops), and no XDP program is left on either interface after the
 //! run. `./run-tests` builds with `--features xdp` (as root).
 
-mod common;
 use common::*;
+use netsweep_testkit::exe as common;
 
 #[cfg(not(feature = "xdp"))]
 #[test]

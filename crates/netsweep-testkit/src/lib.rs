@@ -1,10 +1,12 @@
 //! netsweep-testkit: what every test suite of the workspace shares, kept out of the product
-//! crates — root and tool checks that fail with the fix, a bounded wait, a free port — and
-//! the lab test support ([`lab`]: the machine-wide lab lock, kernel counters as ground truth,
-//! the idle and stall probes). A dev-dependency only: nothing shipped links it.
+//! crates — root and tool checks that fail with the fix, a bounded wait, a free port — the
+//! `netsweep` executable as integration tests drive it ([`exe`]), and the lab test support
+//! ([`lab`]: the machine-wide lab lock, kernel counters as ground truth, the idle and stall
+//! probes). A dev-dependency only: nothing shipped links it.
 
 #![warn(missing_docs)]
 
+pub mod exe;
 pub mod lab;
 
 use std::time::{Duration, Instant};

@@ -63,7 +63,7 @@ pub(super) const VETH_BAND: &[(u64, f64, f64, u32, u32, u32)] = &[
     (1448, 398.59, 3.57, 3, 3, 3),
 ];
 
-/// Measured (tests/anomaly_lab.rs, `udp-pingpong-unpinned`, 2026-11-23): `-t udp -p
+/// Measured (tests/lab/anomaly_lab.rs, `udp-pingpong-unpinned`, 2026-11-23): `-t udp -p
 /// pingpong --sizes 200..800:+16`, unpinned, across a 1 Gbit/s veth whose IP lengths
 /// 400..=600 (UDP payloads 372..=572) go through a 5 Mbit/s htb class. The first point
 /// had both ends on one CPU (6.4 µs RTT/2), the next ten were split (25–31 µs): with

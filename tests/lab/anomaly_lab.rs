@@ -1,0 +1,364 @@
+//! Issues 5 and 9: fine sweeps across a veth between two namespaces whose htb sends one band of
+//! IP lengths through a 5 Mbit/s class (the rest at 200 Mbit/s) find that band as one dip at its
+//! sizes — tcp and udp, pingpong and stream, both ends pinned and unpinned (unpinned, the
+//! scheduler puts both sleeping ends on one CPU inside the band: placement flips *because of*
+//! the chasm and must not hide it; and it flips beside the band too, 3–4× in RTT, which on
+//! one host is placement, not a second anomaly), bands at two places — and a band running to
+//! the end of the sweep as a cliff where it starts — on an idle machine; on a busy one the test
+//! says it skipped that check. Needs root: ignored without it, run by ./run-tests as root.
+
+use crate::common::*;
+use netsweep_lab::{Lab, Topology};
+use netsweep_model::anomaly::{self, PathKind};
+use netsweep_model::results;
+use netsweep_testkit::lab::idle::{Busy, CpuWindow};
+use netsweep_testkit::lab::{lab_test, lock, require_labs, run_id};
+use serde_json::Value;
+
+/// A `rate` link whose IP lengths `lo..=hi` go through a 5 Mbit/s class.
+fn banded(rate: &str, lo: u32, hi: u32) -> Topology {
+    Topology::parse(&format!(
+        r#"
+[[hosts]]
+name = "client"
+[[hosts]]
+name = "server"
+[[links]]
+a = "client"
+b = "server"
+rate = "{rate}"
+shape_band = {{ lo = {lo}, hi = {hi}, rate = "5mbit" }}
+"#
+    ))
+    .unwrap()
+}
+
+/// One sweep in a lab and what it must find.
+struct Case {
+    name: &'static str,
+    args: &'static [&'static str],
+    /// (kind, first size, last size): the sizes whose packets fall in the band.
+    want: (&'static str, u64, u64),
+}
+
+/// Builds the lab, runs every case against one server, tears the lab down, then checks.
+fn sweep(tag: &str, rate: &str, lo: u32, hi: u32, cases: &[Case]) {
+    let _l = lock().unwrap();
+    let lab = Lab::up(&banded(rate, lo, hi), &run_id(tag)).unwrap();
+    let addr = lab.address_for("client", "server").unwrap();
+    let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
+    let dir = scratch(tag);
+    let mut runs = Vec::new();
+    for c in cases {
+        let out = dir.join(format!("{}.json", c.name));
+        let cpu = CpuWindow::start();
+        let o = lab
+            .command(
+                "client",
+                &[
+                    bin(),
+                    "run",
+                    &format!("{addr}:7200"),
+                    "--no-save",
+                    "-q",
+                    "-o",
+                    out.to_str().unwrap(),
+                    "--trial-time",
+                    "20ms",
+                    "--max-point-time",
+                    "120ms",
+                    "--timeout",
+                    "5s",
+                ],
+            )
+            .unwrap()
+            .args(c.args)
+            .output()
+            .unwrap();
+        runs.push((o, out, cpu.finish()));
+    }
+    let _ = (server.kill(), server.wait());
+    lab.down().unwrap();
+    for (c, (o, out, busy)) in cases.iter().zip(&runs) {
+        assert!(
+            o.status.success(),
+            "{}: {}",
+            c.name,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(out).unwrap();
+        let run = results::load(&text).unwrap();
+        // The namespaces share this host's CPUs: both ends report its boot id.
+        assert_eq!(anomaly::path_of(&run), PathKind::SameHost, "{}", c.name);
+        assert!(!run.client.boot_id.is_empty());
+        let v: Value = serde_json::from_str(&text).unwrap();
+        check(c, &v, busy);
+    }
+}
+
+/// On an idle machine: exactly one dip or cliff, of the wanted kind, its edges within one
+/// 16-byte step of the band's. On a busy one the sweep itself is noisy (beside two busy loops
+/// and a compile: unpinned pingpong edges 20–24 bytes off, and with three quarters of the CPUs
+/// taken a band missed or split), so the check is skipped, saying what was found; the stored
+/// anomalies must still be what detection finds in the stored points.
+fn check(c: &Case, v: &Value, busy: &Busy) {
+    let none = Vec::new();
+    let found = v["anomalies"].as_array().unwrap_or(&none);
+    let level: Vec<&Value> = found
+        .iter()
+        .filter(|a| a["kind"] == "dip" || a["kind"] == "cliff")
+        .collect();
+    let (kind, from, to) = c.want;
+    let run = results::load(&v.to_string()).unwrap();
+    let key = |a: &anomaly::Anomaly| (a.kind, a.from_size, a.to_size);
+    assert_eq!(
+        anomaly::detect_run(&run)
+            .iter()
+            .map(key)
+            .collect::<Vec<_>>(),
+        run.anomalies.iter().map(key).collect::<Vec<_>>(),
+        "{}: the run stored what detection finds",
+        c.name
+    );
+    if !busy.idle_enough() {
+        let got: Vec<String> = level
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {}..{}",
+                    a["kind"].as_str().unwrap_or("?"),
+                    a["from_size"],
+                    a["to_size"]
+                )
+            })
+            .collect();
+        eprintln!(
+            "{}: SKIPPED the check for one {kind} at the band {from}..{to} (found {got:?}): the \
+             machine was not idle: {busy}",
+            c.name
+        );
+        return;
+    }
+    let table = points_table(v);
+    assert_eq!(
+        level.len(),
+        1,
+        "{}: exactly one {kind} (no cliff or dip elsewhere): {found:#?}\n{table}",
+        c.name
+    );
+    let a = level[0];
+    let (f, t) = (
+        a["from_size"].as_u64().unwrap(),
+        a["to_size"].as_u64().unwrap(),
+    );
+    assert_eq!(a["kind"], kind, "{}: {a:#?}", c.name);
+    // Within one step of 16 bytes of the band's edges.
+    assert!(
+        f.abs_diff(from) <= 16 && t.abs_diff(to) <= 16,
+        "{}: {kind} {f}..{t} vs band {from}..{to} on an idle machine ({busy})\n{table}",
+        c.name
+    );
+    // 5 Mbit/s against 100 or 200 Mbit/s line rate, or more for veth-fast pingpong.
+    assert!(
+        a["magnitude"].as_f64().unwrap() >= 0.8,
+        "{}: {a:#?}",
+        c.name
+    );
+}
+
+/// The sweep's points as the detector sees them, one line each (size, Mbit/s, ci95,
+/// trials, trials with both ends on one CPU / trials observed), to replay a failure found
+/// elsewhere in a unit test (`crates/netsweep-model/src/anomaly/measured.rs`).
+fn points_table(v: &Value) -> String {
+    let none = Vec::new();
+    let mut out = String::from("(size, mean Mbit/s, ci95, trials, same-CPU trials, observed):\n");
+    for p in v["points"].as_array().unwrap_or(&none) {
+        let t = &p["throughput_mbps"];
+        out += &format!(
+            "    ({}, {:.2}, {:.2}, {}, {}, {}),\n",
+            p["size"],
+            t["mean"].as_f64().unwrap_or(f64::NAN),
+            t["ci95"].as_f64().unwrap_or(f64::NAN),
+            t["trials"]
+                .as_u64()
+                .unwrap_or(0)
+                .max(p["trials"].as_u64().unwrap_or(0)),
+            p["placement"]["same_cpu_trials"],
+            p["placement"]["observed_trials"],
+        );
+    }
+    out
+}
+
+// IP lengths 1000..=1300: UDP payloads 972..=1272, TCP payloads (timestamps) 948..=1248.
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned() {
+    let test = "bands_near_the_mtu_are_dips_tcp_pingpong_unpinned_and_udp_stream_pinned";
+    require_labs(test);
+    sweep(
+        "band-hi",
+        "200mbit",
+        1000,
+        1300,
+        &[
+            Case {
+                name: "tcp-pingpong-unpinned",
+                args: &["-t", "tcp", "-p", "pingpong", "--sizes", "700..1448:+16"],
+                want: ("dip", 948, 1248),
+            },
+            // 16-byte steps where the band's edges are, 48 across its inside: a point inside
+            // takes ~3.5 s (its trials are lengthened to the 5 Mbit/s class's queue, ~80 ms
+            // of lag), and the inside places no edge.
+            Case {
+                name: "udp-stream-pinned",
+                args: &[
+                    "-t",
+                    "udp",
+                    "-p",
+                    "stream",
+                    "--sizes",
+                    "800..992:+16,1040..1232:+48,1248..1472:+16",
+                    "--cpu",
+                    "0,1",
+                ],
+                want: ("dip", 972, 1272),
+            },
+            Case {
+                name: "tcp-pingpong-unpinned-to-the-end",
+                args: &["-t", "tcp", "-p", "pingpong", "--sizes", "700..1200:+16"],
+                want: ("cliff", 940, 956),
+            },
+        ],
+    );
+}
+
+// IP lengths 400..=600: UDP payloads 372..=572, TCP payloads 348..=548. At 100 Mbit/s the
+// link, not the (debug-build, shared-CPU) sender, sets the small-datagram stream rate, which
+// keeps the points beside the band steady enough to place its edges within one step.
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_pinned() {
+    let test = "bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_pinned";
+    require_labs(test);
+    sweep(
+        "band-lo",
+        "100mbit",
+        400,
+        600,
+        // 16-byte steps where the band's edges are, 48 across its inside (each point there
+        // takes ~3 s: its trials last the 5 Mbit/s class's queue).
+        &[Case {
+            name: "udp-stream-unpinned",
+            args: &[
+                "-t",
+                "udp",
+                "-p",
+                "stream",
+                "--sizes",
+                "200..392:+16,440..536:+48,552..800:+16",
+            ],
+            want: ("dip", 372, 572),
+        }],
+    );
+    // Pingpongs on a 1 Gbit/s link: at 100 Mbit/s a round trip of a few hundred bytes every
+    // 8 µs runs at the link's rate, and where the shaper's bucket stops covering it is a real
+    // change of the path beside the band (tcp pinned, one run: 280 → 296 B, RTT/2 8.5 → 17.2 µs,
+    // for good). At 1 Gbit/s a pingpong never reaches the link's rate. (udp unpinned once
+    // found a dip from 232 B here, not 372: its first point had both ends on one CPU, and the
+    // split points after it were taken for the chasm's edges — fixed in the detector, whose
+    // unit test `a_placement_step_before_a_chasm_is_not_its_edge` replays that run.)
+    sweep(
+        "band-lo-pingpong",
+        "1gbit",
+        400,
+        600,
+        &[
+            Case {
+                name: "udp-pingpong-unpinned",
+                args: &["-t", "udp", "-p", "pingpong", "--sizes", "200..800:+16"],
+                want: ("dip", 372, 572),
+            },
+            Case {
+                name: "tcp-pingpong-pinned",
+                args: &[
+                    "-t",
+                    "tcp",
+                    "-p",
+                    "pingpong",
+                    "--sizes",
+                    "200..800:+16",
+                    "--cpu",
+                    "0,0",
+                ],
+                want: ("dip", 348, 548),
+            },
+        ],
+    );
+}
+
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn a_shaped_band_is_marked_on_the_plot() {
+    let _l = lab_test("a_shaped_band_is_marked_on_the_plot");
+    let lab = Lab::up(&banded("200mbit", 1000, 1300), &run_id("band-svg")).unwrap();
+    let addr = lab.address_for("client", "server").unwrap();
+    let mut server = serve_in(&lab, "server", "0.0.0.0", 7200);
+    let dir = scratch("band-svg");
+    let out = dir.join("band.json");
+    let o = lab
+        .command(
+            "client",
+            &[
+                bin(),
+                "run",
+                &format!("{addr}:7200"),
+                "--no-save",
+                "-q",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        )
+        .unwrap()
+        .args([
+            "-t",
+            "udp",
+            "-p",
+            "stream",
+            "--sizes",
+            // Four sizes inside the band (each ~3 s: its trials last the class's queue).
+            "800..1024:+32,1216..1472:+32",
+            "--trial-time",
+            "20ms",
+            "--max-point-time",
+            "100ms",
+            "--cpu",
+            "0,1",
+        ])
+        .output()
+        .unwrap();
+    let _ = (server.kill(), server.wait());
+    lab.down().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(
+        v["anomalies"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["kind"] == "dip")),
+        "a dip: {}",
+        v["anomalies"]
+    );
+    let svg_dir = dir.join("svg");
+    let r = run(&[
+        "report",
+        out.to_str().unwrap(),
+        "--svg",
+        svg_dir.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let marked = std::fs::read_dir(&svg_dir)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .any(|s| s.contains(r#"class="anomaly""#));
+    assert!(marked, "a plot shades the dip");
+}

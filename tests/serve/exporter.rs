@@ -1,0 +1,327 @@
+//! Issue 32 item 3 and 4: `netsweep exporter`. A probe of a `netsweep serve` (and of its iperf3
+//! port, as `iperf3://`) answers OpenMetrics with the run's series and the probe's own; every
+//! parameter is validated; a result is served again from the cache; `/metrics` counts what it
+//! did. With Debian's Prometheus scraping it through the blackbox exporter's usual relabelling,
+//! the series arrive, and every query of the Grafana dashboard (packaging/grafana/netsweep.json)
+//! returns data.
+
+use crate::common::iperf3::*;
+use crate::common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `netsweep exporter` on a free loopback port: the process and its address.
+fn exporter(extra: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(bin())
+        .args(["exporter", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+    });
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (Killed(child), addr)
+}
+
+/// GET `path` from `addr`: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    let status = r
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = r.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
+    (status, body)
+}
+
+/// The metric names an exposition carries (`_total`, `_count`, `_sum` and the sample name).
+fn names(exposition: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every `netsweep_…` metric name a dashboard query names.
+fn dashboard_metrics() -> (Vec<String>, BTreeSet<String>) {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/grafana/netsweep.json");
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            exprs.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    let vars = d["templating"]["list"].as_array().unwrap();
+    let mut all = exprs.clone();
+    all.extend(
+        vars.iter()
+            .filter_map(|v| v["query"].as_str().map(str::to_string)),
+    );
+    let mut metrics = BTreeSet::new();
+    for e in &all {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("netsweep_") {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            metrics.insert(tail[..end].to_string());
+            rest = &tail[end..];
+        }
+    }
+    (exprs, metrics)
+}
+
+#[test]
+fn a_probe_answers_openmetrics_and_every_dashboard_query_names_one_of_its_metrics() {
+    let dir = scratch("exporter-probe");
+    let (server, iperf3_port) = netsweep_iperf3(&dir, &[]);
+    let (_e, addr) = exporter(&["--max-probes", "2", "--cache", "30s"]);
+    let mut seen = BTreeSet::new();
+    for (q, pattern) in [
+        (format!("target={}&duration=300ms", server.addr), "bidir"),
+        (
+            format!(
+                "target={}&pattern=pingpong&size=1k&duration=300ms",
+                server.addr
+            ),
+            "pingpong",
+        ),
+        (
+            format!(
+                "target={}&transport=udp&pattern=stream&duration=300ms",
+                server.addr
+            ),
+            "stream",
+        ),
+        (
+            format!("target=iperf3://127.0.0.1:{iperf3_port}&duration=1s"),
+            "stream",
+        ),
+    ] {
+        let (status, body) = get(&addr, &format!("/probe?{q}"));
+        assert_eq!(status, 200, "{q}: {body}");
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert!(body.contains("netsweep_probe_success 1\n"), "{q}: {body}");
+        assert!(body.contains(&format!("pattern=\"{pattern}\"")), "{body}");
+        seen.extend(names(&body));
+    }
+    for n in [
+        "netsweep_receiver_throughput_bits_per_second",
+        "netsweep_reverse_throughput_bits_per_second",
+        "netsweep_half_rtt_seconds",
+        "netsweep_loss_ratio",
+        "netsweep_tcp_retransmits",
+        "netsweep_cpu_utilisation_ratio",
+        "netsweep_probe_duration_seconds",
+    ] {
+        assert!(seen.contains(n), "{n} not in {seen:?}");
+    }
+    // The same probe again within --cache: its result, not a second run.
+    let q = format!("/probe?target={}&duration=300ms", server.addr);
+    let t0 = Instant::now();
+    assert_eq!(get(&addr, &q).0, 200);
+    assert!(
+        t0.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t0.elapsed()
+    );
+    for (bad, word) in [
+        ("/probe", "target"),
+        ("/probe?target=h&size=3G", "size"),
+        ("/probe?target=h;reboot", "target"),
+        ("/probe?target=h&duration=1h", "duration"),
+        ("/probe?target=h&bogus=1", "unknown"),
+    ] {
+        let (status, body) = get(&addr, bad);
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body.contains(word), "{bad}: {body}");
+    }
+    let (status, m) = get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        m.contains("netsweep_exporter_probes_total{outcome=\"success\"} 4"),
+        "{m}"
+    );
+    assert!(
+        m.contains("netsweep_exporter_probes_total{outcome=\"cached\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("netsweep_exporter_probes_total{outcome=\"invalid\"} 5"),
+        "{m}"
+    );
+    seen.extend(names(&m));
+    // Every metric the dashboard queries is one the exporter emits.
+    let (_, wanted) = dashboard_metrics();
+    let seen_families: BTreeSet<String> = seen
+        .iter()
+        .flat_map(|n| [n.clone(), n.trim_end_matches("_total").to_string()])
+        .collect();
+    let missing: Vec<_> = wanted.difference(&seen_families).collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries {missing:?}, which the exporter never emits"
+    );
+}
+
+/// Prometheus' instant query `q`: its result vector.
+fn query(prom: &str, q: &str) -> Vec<Value> {
+    let enc: String = q
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (status, body) = get(prom, &format!("/api/v1/query?query={enc}"));
+    assert_eq!(status, 200, "{q}: {body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "success", "{q}: {body}");
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+#[ignore = "needs prometheus (Debian package prometheus): ./run-tests installs it and runs this"]
+fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
+    require_tool("prometheus_scrapes_the_probes", "prometheus", "prometheus");
+    let dir = scratch("exporter-prometheus");
+    let (server, iperf3_port) = netsweep_iperf3(&dir, &[]);
+    let (_e, exporter_at) = exporter(&["--max-probes", "4", "--cache", "10s"]);
+    let prom_port = free_port();
+    let prom = format!("127.0.0.1:{prom_port}");
+    let job = |name: &str, params: &str, target: &str| {
+        format!(
+            "  - job_name: {name}\n    metrics_path: /probe\n    params:\n{params}    \
+             static_configs:\n      - targets: ['{target}']\n    relabel_configs:\n      \
+             - source_labels: [__address__]\n        target_label: __param_target\n      \
+             - source_labels: [__param_target]\n        target_label: instance\n      \
+             - target_label: __address__\n        replacement: {exporter_at}\n"
+        )
+    };
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{}{}{}{}  \
+         - job_name: exporter\n    static_configs:\n      - targets: ['{exporter_at}']\n",
+        job(
+            "netsweep_bidir",
+            "      duration: ['300ms']\n",
+            &server.addr
+        ),
+        job(
+            "netsweep_latency",
+            "      pattern: ['pingpong']\n      size: ['1k']\n      duration: ['300ms']\n",
+            &server.addr
+        ),
+        job(
+            "netsweep_udp",
+            "      transport: ['udp']\n      pattern: ['stream']\n      duration: ['300ms']\n",
+            &server.addr
+        ),
+        job(
+            "iperf3",
+            "      duration: ['1s']\n",
+            &format!("iperf3://127.0.0.1:{iperf3_port}")
+        ),
+    );
+    std::fs::write(dir.join("prometheus.yml"), &config).unwrap();
+    let data = dir.join("tsdb");
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address={prom}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let _prom = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let wanted = [
+        ("netsweep_probe_success", "netsweep_bidir"),
+        ("netsweep_probe_success", "netsweep_latency"),
+        ("netsweep_probe_success", "netsweep_udp"),
+        ("netsweep_probe_success", "iperf3"),
+    ];
+    loop {
+        let ready = std::net::TcpStream::connect(&prom).is_ok()
+            && wanted
+                .iter()
+                .all(|(m, job)| query(&prom, &format!("{m}{{job=\"{job}\"}} == 1")).len() == 1);
+        if ready {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus has not scraped every probe: {}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (m, job) in [
+        (
+            "netsweep_receiver_throughput_bits_per_second",
+            "netsweep_bidir",
+        ),
+        (
+            "netsweep_reverse_throughput_bits_per_second",
+            "netsweep_bidir",
+        ),
+        ("netsweep_tcp_retransmits", "netsweep_bidir"),
+        ("netsweep_cpu_utilisation_ratio", "netsweep_bidir"),
+        ("netsweep_half_rtt_seconds", "netsweep_latency"),
+        ("netsweep_loss_ratio", "netsweep_udp"),
+        ("netsweep_throughput_bits_per_second", "iperf3"),
+    ] {
+        let r = query(&prom, &format!("{m}{{job=\"{job}\"}}"));
+        assert!(!r.is_empty(), "{m} of {job}");
+        let instance = r[0]["metric"]["instance"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let value = r[0]["value"][1].as_str().unwrap_or_default().to_string();
+        eprintln!("{m}{{job=\"{job}\",instance=\"{instance}\"}} {value}");
+    }
+    let iperf3_instance = query(&prom, "netsweep_probe_success{job=\"iperf3\"}");
+    assert_eq!(
+        iperf3_instance[0]["metric"]["instance"],
+        format!("iperf3://127.0.0.1:{iperf3_port}")
+    );
+    // Every query of the dashboard returns data, its variables given their "All" values.
+    let (exprs, _) = dashboard_metrics();
+    for e in exprs {
+        let q = e
+            .replace("$instance", ".*")
+            .replace("$__rate_interval", "1m");
+        assert!(
+            !query(&prom, &q).is_empty(),
+            "the dashboard's {e} returned nothing"
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The `serve` test binary. `netsweep serve` as a daemon left on a network: authentication, hostile peers and values, limits and budgets, many clients, session lifecycles, arming, an old server, and the Prometheus exporter.
+
+use netsweep_testkit::exe as common;
+
+mod arming;
+mod auth;
+mod exporter;
+mod hostile;
+mod limits;
+mod many;
+mod old_server;
+mod sessions;
