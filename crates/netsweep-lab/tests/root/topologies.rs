@@ -2,9 +2,7 @@
 //! configured addresses and MTUs (read back with `ip -j`), carry traffic across their paths,
 //! record themselves in a state file, and leave nothing behind; a failing build rolls back.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_lab::{Lab, Topology};
 use netsweep_testkit::lab::run_id;
 

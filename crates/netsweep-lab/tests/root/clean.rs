@@ -2,9 +2,7 @@
 //! (its server still running inside), and with `nsw-` objects in the root namespace, nothing
 //! named `nsw-` is left.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_lab::{clean, Lab, Topology};
 use netsweep_testkit::lab::run_id;
 use std::time::Duration;

@@ -2,9 +2,7 @@
 //! priority classes and the shape band see their traffic, and a shaped link delivers the
 //! goodput its rate allows after header overhead (within 3%).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_lab::{Lab, Topology};
 use netsweep_testkit::lab::run_id;
 use std::net::SocketAddr;

@@ -2,9 +2,7 @@
 //! completions are counted consistently, and the packet transport works across a veth pair
 //! between two namespaces, its loss equal to a known number of induced drops.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::Knobs;
 use std::net::{IpAddr, SocketAddr, UdpSocket};

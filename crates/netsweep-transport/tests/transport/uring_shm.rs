@@ -4,9 +4,7 @@
 //! smaller than the message), and a dropped or dead shm peer is an error within the
 //! timeout, never a hang.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_endpoint::{is_timeout, recv_message, send_message, DataListener, Endpoint};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{Knobs, SessionSetup};
@@ -225,8 +223,13 @@ fn shm_dead_process_is_noticed() {
     let path = l.endpoint().path.unwrap_or_default();
     let cookie = cookie();
     let exe = std::env::current_exe().expect("test binary");
+    // The child test's name within this test binary: its module path less the crate's name.
+    let child_test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::shm_child_that_dies"),
+        None => "shm_child_that_dies".to_string(),
+    };
     let mut child = std::process::Command::new(exe)
-        .args(["--exact", "shm_child_that_dies", "--ignored", "--nocapture"])
+        .args(["--exact", &child_test, "--ignored", "--nocapture"])
         .env("NETSWEEP_SHM_CHILD_PATH", &path)
         .env("NETSWEEP_SHM_CHILD_COOKIE", cookie.to_string())
         .spawn()

@@ -3,9 +3,7 @@
 //! results, logs, lab.json and index.json land in the output directory, failures and timeouts
 //! are recorded, and the lab is torn down on success, failure and interruption.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_lab::{signals, Progress, RunOptions, Scenario, ScenarioRunStatus};
 use netsweep_testkit::lab::run_id;
 use std::time::{Duration, Instant};

@@ -7,9 +7,7 @@
 //! tests instead of shrinking them); `packet` needs CAP_NET_RAW, so its run is a root test
 //! (ignored without root, run by ./run-tests as root).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use netsweep_model::spec::{Api, Pattern, Transport, DGRAM_HEADER};
 use netsweep_proto::messages::Knobs;
 use netsweep_transport::{probe_api, supported_apis};
