@@ -34,6 +34,7 @@ pub const REGISTRATION: Registration = Registration {
     server: Server::open,
     check_trial,
     server_memory,
+    flows: None,
 };
 
 /// The session's buffers for receiving, and a batch of slots to send from.

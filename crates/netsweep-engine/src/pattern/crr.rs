@@ -37,6 +37,7 @@ pub const REGISTRATION: Registration = Registration {
     server: Server::open,
     check_trial: any_trial,
     server_memory: super::session_buffers,
+    flows: None,
 };
 
 /// Writes the session cookie into the front of a request (once per point).

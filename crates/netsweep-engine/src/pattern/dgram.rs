@@ -6,26 +6,30 @@
 use netsweep_proto::messages::DatagramCounters;
 use std::time::Duration;
 
+/// Bytes of the header (the model's [`DGRAM_HEADER`](netsweep_model::spec::DGRAM_HEADER), the
+/// size every datagram pattern and the rate pattern's stamp reserve).
+pub const HEADER: usize = netsweep_model::spec::DGRAM_HEADER as usize;
+
 /// How long a datagram receiver waits, once the sender has ended, for stragglers.
 pub const DGRAM_QUIET: Duration = Duration::from_millis(60);
 
-/// Writes the header into the first 20 bytes of `buf`.
+/// Writes the header into the first [`HEADER`] bytes of `buf`.
 #[inline]
 pub fn stamp(buf: &mut [u8], cookie: u32, seq: u64, sent_ns: u64) {
     buf[0..4].copy_from_slice(&cookie.to_le_bytes());
     buf[4..12].copy_from_slice(&seq.to_le_bytes());
-    buf[12..20].copy_from_slice(&sent_ns.to_le_bytes());
+    buf[12..HEADER].copy_from_slice(&sent_ns.to_le_bytes());
 }
 
 /// Reads (cookie, seq, sent_ns) from a datagram, or `None` when it is too short.
 #[inline]
 pub fn parse(buf: &[u8]) -> Option<(u32, u64, u64)> {
-    if buf.len() < 20 {
+    if buf.len() < HEADER {
         return None;
     }
     let c = u32::from_le_bytes(buf[0..4].try_into().ok()?);
     let s = u64::from_le_bytes(buf[4..12].try_into().ok()?);
-    let t = u64::from_le_bytes(buf[12..20].try_into().ok()?);
+    let t = u64::from_le_bytes(buf[12..HEADER].try_into().ok()?);
     Some((c, s, t))
 }
 

@@ -1,8 +1,9 @@
 //! Traffic patterns: each pattern (`pingpong`, `stream`, `crr`, `bidir`, `rate`) is one file,
 //! or a folder for rate, owning everything about it — the timed loops of both sides (nothing in them allocates, logs, locks or
 //! touches the control connection), its data path on each side, what a repetition is, and
-//! how its trials fold into a point. `dgram` (the datagram header and loss accounting) and
-//! `loops` (trial signals, idle slices, refused sends) hold what the loops share; this file
+//! how its trials fold into a point. `echo` (the echo server of pingpong and rate), `dgram`
+//! (the datagram header and loss accounting) and `loops` (trial signals, idle slices, refused
+//! sends) hold what the patterns share; this file
 //! holds the traits a pattern implements and the registry.
 //! The engine (`crate::engine`) owns what every pattern shares: warm-up and calibration,
 //! timed trials until the stop rule, the tally of both sides' counters and the sinks; the
@@ -26,6 +27,7 @@
 pub mod bidir;
 pub mod crr;
 pub mod dgram;
+pub mod echo;
 pub mod flows;
 pub mod intervals;
 mod loops;
@@ -49,13 +51,24 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every pattern this build knows: one line per pattern.
+/// Every pattern this build knows: one entry per pattern. A pattern with a `--flows` variant
+/// gets it here: `flows/` builds on the patterns' own modules, so they cannot name it
+/// themselves without an import circle.
 pub const REGISTRY: &[Registration] = &[
-    pingpong::REGISTRATION,
-    stream::REGISTRATION,
+    Registration {
+        flows: Some(&flows::PINGPONG),
+        ..pingpong::REGISTRATION
+    },
+    Registration {
+        flows: Some(&flows::STREAM),
+        ..stream::REGISTRATION
+    },
     crr::REGISTRATION,
     bidir::REGISTRATION,
-    rate::REGISTRATION,
+    Registration {
+        flows: Some(&flows::RATE),
+        ..rate::REGISTRATION
+    },
 ];
 
 /// The registration of `pattern`, if this build has one.
@@ -66,10 +79,11 @@ pub fn registration(pattern: Pattern) -> Option<&'static Registration> {
 /// The registration a session runs: the pattern's own, or its `--flows` variant when the
 /// session has more than one flow.
 pub fn registration_for(pattern: Pattern, flows: u32) -> Option<&'static Registration> {
+    let own = registration(pattern)?;
     if flows > 1 {
-        flows::registration(pattern)
+        own.flows
     } else {
-        registration(pattern)
+        Some(own)
     }
 }
 
@@ -96,6 +110,9 @@ pub struct Registration {
     /// buffers, whatever the trials ask within the session's largest size): the session's
     /// budget is checked against it before the session is admitted.
     pub server_memory: fn(&BufferSizes) -> u64,
+    /// The pattern's `--flows` variant (N connections run by the flows driver's threads),
+    /// if it has one; a variant has none of its own.
+    pub flows: Option<&'static Registration>,
 }
 
 /// The sizes a session's server side allocates for, as its plan fixed them from the hello.
@@ -528,6 +545,23 @@ mod tests {
             assert_eq!(registration(pattern).map(|r| r.pattern), Some(pattern));
         }
         assert_eq!(REGISTRY.len(), Pattern::ALL.len());
+    }
+
+    /// One registry: `--flows N` runs the pattern's own flows variant (stream, pingpong and
+    /// rate have one, crr and bidir none), one flow its single-flow registration.
+    #[test]
+    fn a_session_of_many_flows_runs_the_patterns_flows_variant() {
+        for pattern in Pattern::ALL {
+            let own = registration(pattern).unwrap();
+            assert!(std::ptr::eq(registration_for(pattern, 1).unwrap(), own));
+            let variant = registration_for(pattern, 4);
+            let has = matches!(pattern, Pattern::Stream | Pattern::Pingpong | Pattern::Rate);
+            assert_eq!(variant.is_some(), has, "{pattern:?}");
+            if let Some(v) = variant {
+                assert_eq!(v.pattern, pattern);
+                assert!(!std::ptr::eq(v, own) && v.flows.is_none(), "{pattern:?}");
+            }
+        }
     }
 
     #[test]

@@ -3,15 +3,13 @@
 //! loss timeout and a late echo is recognised, never waited on forever.
 
 use super::{
-    any_trial, count_send_error, Accepted, ClientOpen, ClientPattern, IdleSlices, PointFigures,
-    Registration, ServerBuffers, ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome,
-    TrialSignals,
+    any_trial, count_send_error, ClientOpen, ClientPattern, PointFigures, Registration, Sizing,
+    TrialOutcome,
 };
 use crate::error::NetError;
 use crate::point::{distribution, rate_from_times, Tally};
 use netsweep_endpoint::{
-    is_timeout, pool_stride, recv_message, send_message, DataListener, Endpoint, MessageBuffer,
-    Slots,
+    is_timeout, pool_stride, recv_message, send_message, Endpoint, MessageBuffer, Slots,
 };
 use netsweep_model::results::{Latency, Loss, PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
@@ -24,9 +22,11 @@ use std::time::{Duration, Instant};
 pub const REGISTRATION: Registration = Registration {
     pattern: Pattern::Pingpong,
     client: Client::open,
-    server: Server::open,
+    server: super::echo::open_pingpong,
     check_trial: any_trial,
     server_memory: super::session_buffers,
+    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
+    flows: None,
 };
 
 /// What the client saw in one pingpong trial.
@@ -145,95 +145,6 @@ pub fn client_trial(
     }
     t.counters.active_ns = start.elapsed().as_nanos() as u64;
     Ok(t)
-}
-
-/// The server's side of one pingpong trial: echoes `size`-byte messages until `reps` echoes
-/// were sent, the client ends the trial (`signals`; on a stream, once every message it
-/// announced was echoed), or nothing arrives for `idle`. The rate pattern's server runs it
-/// with unlimited `reps`.
-/// The endpoint's receive timeout must be [`SLICE`](super::SLICE).
-pub fn server_trial(
-    ep: &mut dyn Endpoint,
-    bufs: &mut Slots<'_>,
-    size: usize,
-    reps: u64,
-    signals: &TrialSignals,
-    idle: Duration,
-) -> io::Result<SideCounters> {
-    let datagram = ep.is_datagram();
-    let mut c = SideCounters::default();
-    let start = Instant::now();
-    let mut idle_slices = IdleSlices::new(idle);
-    let mut done = 0u64;
-    let mut off = 0usize;
-    while done < reps {
-        let buf = bufs.get(if bufs.count > 1 {
-            (done % bufs.count as u64) as usize
-        } else {
-            0
-        });
-        let r = if datagram {
-            ep.recv(buf)
-        } else {
-            ep.recv(&mut buf[off..size])
-        };
-        match r {
-            Ok(0) if !datagram => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "client closed the data connection",
-                ));
-            }
-            // A client that keeps sending never lets a receive time out: the end of the
-            // session is looked for on every pass too (one relaxed load).
-            Ok(_) if signals.is_aborted() => break,
-            Ok(n) => {
-                idle_slices.reset();
-                c.recv_calls += 1;
-                c.bytes_received += n as u64;
-                if datagram {
-                    c.messages_received += 1;
-                    match send_message(ep, &buf[..n]) {
-                        Ok(calls) => {
-                            c.send_calls += calls;
-                            c.bytes_sent += n as u64;
-                            c.messages_sent += 1;
-                        }
-                        // The echo was refused by this host's stack: counted, not sent.
-                        Err(e) if count_send_error(&mut c.send_errors, &e) => c.send_calls += 1,
-                        Err(e) => return Err(e),
-                    }
-                    done += 1;
-                } else {
-                    off += n;
-                    if off == size {
-                        c.messages_received += 1;
-                        c.send_calls += send_message(ep, &buf[..size])?;
-                        c.bytes_sent += size as u64;
-                        c.messages_sent += 1;
-                        done += 1;
-                        off = 0;
-                    }
-                }
-            }
-            Err(e) if is_timeout(&e) => {
-                // Ended: a datagram's echoes are done; a stream's once every message the
-                // client announced was echoed (the rate pattern's trials end so).
-                let echoed = || datagram || c.messages_received >= signals.sent().1;
-                if signals.is_aborted() || (signals.is_ended() && echoed()) {
-                    break;
-                }
-                if idle_slices.tick() {
-                    c.timed_out = true;
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    c.active_ns = start.elapsed().as_nanos() as u64;
-    Ok(c)
 }
 
 /// The client's side of a pingpong session: its endpoint, and the point being measured.
@@ -469,45 +380,5 @@ impl ClientPattern for Client {
         let counters = t.counters.clone();
         self.last = t;
         Ok(counters)
-    }
-}
-
-/// The server's side of a pingpong session: the accepted endpoint echoes.
-struct Server(Accepted);
-
-impl Server {
-    fn open(
-        listener: Box<dyn DataListener>,
-        o: &ServerOpen,
-    ) -> Result<Box<dyn ServerPattern>, String> {
-        Ok(Box::new(Self(o.accept(listener)?)))
-    }
-}
-
-impl ServerPattern for Server {
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.0.ep.as_mut())
-    }
-
-    fn run_trial(
-        &mut self,
-        t: &ServerTrial<'_>,
-        b: &mut ServerBuffers,
-    ) -> io::Result<SideCounters> {
-        let size = t.spec.size as usize;
-        let stride = if b.cache_pool > b.slot {
-            pool_stride(size + 1, b.offset)
-        } else {
-            b.slot
-        };
-        let mut slots = Slots::new(&mut b.buf.as_mut()[..b.pool_len], size + 1, stride);
-        server_trial(
-            self.0.ep.as_mut(),
-            &mut slots,
-            size,
-            t.spec.repetitions,
-            t.signals,
-            t.idle,
-        )
     }
 }

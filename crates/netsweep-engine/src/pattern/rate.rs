@@ -18,15 +18,13 @@ pub(crate) use point::{delivered, offered_load, rate_point, Measured, Totals};
 
 use super::bidir::merge;
 use super::dgram::trial_cookie;
-use super::pingpong::server_trial;
 use super::{
-    any_trial, Accepted, ClientOpen, ClientPattern, PointFigures, Registration, ServerBuffers,
-    ServerOpen, ServerPattern, ServerTrial, Sizing, TrialOutcome,
+    any_trial, ClientOpen, ClientPattern, PointFigures, Registration, Sizing, TrialOutcome,
 };
 use crate::error::NetError;
 use crate::point::Tally;
 use loops::{Bucket, Reading, Received, RecvPlan, Replies, SendPlan, Timeline};
-use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots};
+use netsweep_endpoint::{Endpoint, MessageBuffer};
 use netsweep_model::load::{Arrivals, Schedule, TimelineSample};
 use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
@@ -39,9 +37,11 @@ use std::time::{Duration, Instant};
 pub const REGISTRATION: Registration = Registration {
     pattern: Pattern::Rate,
     client: Client::open,
-    server: Server::open,
+    server: super::echo::open_rate,
     check_trial: any_trial,
     server_memory: super::session_buffers,
+    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
+    flows: None,
 };
 
 /// A reply later than this after its request's intended send time is late (not in the
@@ -364,42 +364,6 @@ impl ClientPattern for Client {
         self.last = got;
         self.last_sent = sent;
         Ok(counters)
-    }
-}
-
-/// The server's side: the accepted endpoint echoes every request.
-struct Server(Accepted);
-
-impl Server {
-    fn open(
-        listener: Box<dyn DataListener>,
-        o: &ServerOpen,
-    ) -> Result<Box<dyn ServerPattern>, String> {
-        Ok(Box::new(Self(o.accept(listener)?)))
-    }
-}
-
-impl ServerPattern for Server {
-    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
-        Some(self.0.ep.as_mut())
-    }
-
-    fn run_trial(
-        &mut self,
-        t: &ServerTrial<'_>,
-        b: &mut ServerBuffers,
-    ) -> io::Result<SideCounters> {
-        let size = t.spec.size as usize;
-        let mut slots = Slots::new(&mut b.buf.as_mut()[..b.slot], size + 1, b.slot);
-        // Echo until the client ends the trial (and, on a stream, every request was echoed).
-        server_trial(
-            self.0.ep.as_mut(),
-            &mut slots,
-            size,
-            u64::MAX,
-            t.signals,
-            t.idle,
-        )
     }
 }
 

@@ -33,6 +33,8 @@ pub const REGISTRATION: Registration = Registration {
     server: Server::open,
     check_trial,
     server_memory: super::session_buffers,
+    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
+    flows: None,
 };
 
 /// The server's check of a trial: datagram messages must hold the sequence header.

@@ -7,7 +7,7 @@ use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer, Slots, TransportF
 use netsweep_engine::pattern::dgram::DgramAccount;
 use netsweep_engine::pattern::intervals::Intervals;
 use netsweep_engine::pattern::pingpong::{self, ClientTrial};
-use netsweep_engine::pattern::{stream, TrialSignals, SLICE};
+use netsweep_engine::pattern::{echo, stream, TrialSignals, SLICE};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{Knobs, SessionSetup, SideCounters};
@@ -114,7 +114,7 @@ pub fn pingpong(
         s.prepare(slot, 1)?;
         s.set_recv_timeout(Some(SLICE))?;
         let mut slots = Slots::new(buf.as_mut(), slot, slot);
-        let r = pingpong::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT);
+        let r = echo::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT);
         r.map(|c| (c, s))
     });
     let datagram = c.is_datagram();

@@ -3,7 +3,7 @@
 //! flow) and rate (each flow on its own schedule, `rate`), served on each side by
 //! `--threads T` data threads that wait for their flows in epoll, or block in the calls of
 //! their one stream flow (`pool`, `epoll`, `loops`). The engine's shared point loop drives
-//! it like any pattern: [`registration`] gives the flows variant of a pattern, whose
+//! it like any pattern: a pattern's `Registration::flows` is its flows variant ([`STREAM`], [`PINGPONG`], [`RATE`]), whose
 //! `ClientPattern` (`client`) and `ServerPattern` (`server`) hand each trial to the threads
 //! and fold their per-flow counts into the point.
 //!
@@ -27,30 +27,35 @@ use netsweep_model::spec::Pattern;
 use std::io;
 use std::time::Duration;
 
-/// The flows variants of the patterns that have one.
-const REGISTRY: &[Registration] = &[
-    Registration {
-        pattern: Pattern::Stream,
-        client: client::open_stream,
-        server: server::open_stream,
-        check_trial: super::any_trial,
-        server_memory: |s| threads_memory(s, false),
-    },
-    Registration {
-        pattern: Pattern::Pingpong,
-        client: client::open_rr,
-        server: server::open_rr,
-        check_trial: super::any_trial,
-        server_memory: |s| threads_memory(s, true),
-    },
-    Registration {
-        pattern: Pattern::Rate,
-        client: rate_client::open,
-        server: server::open_rate,
-        check_trial: super::any_trial,
-        server_memory: |s| threads_memory(s, true),
-    },
-];
+/// Stream over `--flows`: each flow sends for the trial time (`stream::REGISTRATION.flows`).
+pub(crate) const STREAM: Registration = Registration {
+    pattern: Pattern::Stream,
+    client: client::open_stream,
+    server: server::open_stream,
+    check_trial: super::any_trial,
+    server_memory: |s| threads_memory(s, false),
+    flows: None,
+};
+
+/// Pingpong over `--flows`: one request outstanding per flow (neper's tcp_rr).
+pub(crate) const PINGPONG: Registration = Registration {
+    pattern: Pattern::Pingpong,
+    client: client::open_rr,
+    server: server::open_rr,
+    check_trial: super::any_trial,
+    server_memory: |s| threads_memory(s, true),
+    flows: None,
+};
+
+/// Rate over `--flows`: each flow on a schedule of its own.
+pub(crate) const RATE: Registration = Registration {
+    pattern: Pattern::Rate,
+    client: rate_client::open,
+    server: server::open_rate,
+    check_trial: super::any_trial,
+    server_memory: |s| threads_memory(s, true),
+    flows: None,
+};
 
 /// What each data thread of a flows session holds at most: a receive buffer of the largest
 /// message (at least 64 KiB), a send buffer of it when the server's threads send (replies),
@@ -65,11 +70,6 @@ fn threads_memory(s: &super::BufferSizes, sends: bool) -> u64 {
 
 /// A data thread's fixed state: its epoll events and counters.
 const PER_THREAD: u64 = 64 * 1024;
-
-/// The flows variant of `pattern`, if it has one.
-pub fn registration(pattern: Pattern) -> Option<&'static Registration> {
-    REGISTRY.iter().find(|r| r.pattern == pattern)
-}
 
 /// Most data threads one side of a session runs, whatever the client asks.
 pub const MAX_THREADS: usize = 256;
@@ -189,13 +189,5 @@ mod tests {
             e.contains("RLIMIT_NOFILE") && e.contains("ulimit -n"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn stream_pingpong_and_rate_have_flows_variants() {
-        assert!(registration(Pattern::Stream).is_some());
-        assert!(registration(Pattern::Pingpong).is_some());
-        assert!(registration(Pattern::Rate).is_some());
-        assert!(registration(Pattern::Crr).is_none());
     }
 }

@@ -9,8 +9,9 @@ use netsweep_model::load::{Arrivals, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use std::time::Duration;
 
-/// Bytes of a request's stamp (cookie, sequence number, intended send time).
-pub(crate) const STAMP: usize = 20;
+/// Bytes of a request's stamp (cookie, sequence number, intended send time): the datagram
+/// header.
+pub(crate) use crate::pattern::dgram::HEADER as STAMP;
 
 /// One trial's schedules, as every thread gets them.
 #[derive(Debug, Clone, Copy, Default)]

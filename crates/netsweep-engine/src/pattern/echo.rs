@@ -1,0 +1,164 @@
+//! The echo server: the server's side of pingpong (a trial's repetitions, through the cache
+//! pool when `--cache-pool` asks for one) and of rate (every request until the client ends
+//! the trial). The `--flows` variants echo in the flows driver's loops (`flows/loops.rs`).
+
+use super::{
+    count_send_error, Accepted, IdleSlices, ServerBuffers, ServerOpen, ServerPattern, ServerTrial,
+    TrialSignals,
+};
+use netsweep_endpoint::{is_timeout, pool_stride, send_message, DataListener, Endpoint, Slots};
+use netsweep_proto::messages::SideCounters;
+use std::io;
+use std::time::{Duration, Instant};
+
+/// Opens the echo server of a pingpong session.
+pub(super) fn open_pingpong(
+    listener: Box<dyn DataListener>,
+    o: &ServerOpen,
+) -> Result<Box<dyn ServerPattern>, String> {
+    Ok(Box::new(Echo {
+        accepted: o.accept(listener)?,
+        until_ended: false,
+    }))
+}
+
+/// Opens the echo server of a rate session.
+pub(super) fn open_rate(
+    listener: Box<dyn DataListener>,
+    o: &ServerOpen,
+) -> Result<Box<dyn ServerPattern>, String> {
+    Ok(Box::new(Echo {
+        accepted: o.accept(listener)?,
+        until_ended: true,
+    }))
+}
+
+/// The accepted endpoint, echoing.
+struct Echo {
+    accepted: Accepted,
+    /// Rate: echo until the client ends the trial, whatever the repetitions, from one slot.
+    /// Pingpong: the trial's repetitions, through the cache pool.
+    until_ended: bool,
+}
+
+impl ServerPattern for Echo {
+    fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
+        Some(self.accepted.ep.as_mut())
+    }
+
+    fn run_trial(
+        &mut self,
+        t: &ServerTrial<'_>,
+        b: &mut ServerBuffers,
+    ) -> io::Result<SideCounters> {
+        let size = t.spec.size as usize;
+        let (mut slots, reps) = if self.until_ended {
+            let slots = Slots::new(&mut b.buf.as_mut()[..b.slot], size + 1, b.slot);
+            (slots, u64::MAX)
+        } else {
+            let stride = if b.cache_pool > b.slot {
+                pool_stride(size + 1, b.offset)
+            } else {
+                b.slot
+            };
+            let slots = Slots::new(&mut b.buf.as_mut()[..b.pool_len], size + 1, stride);
+            (slots, t.spec.repetitions)
+        };
+        server_trial(
+            self.accepted.ep.as_mut(),
+            &mut slots,
+            size,
+            reps,
+            t.signals,
+            t.idle,
+        )
+    }
+}
+
+/// One trial of the echo server: echoes `size`-byte messages until `reps` echoes were sent,
+/// the client ends the trial (`signals`; on a stream, once every message it announced was
+/// echoed), or nothing arrives for `idle`. Rate's server runs it with unlimited `reps`.
+/// The endpoint's receive timeout must be [`SLICE`](super::SLICE).
+pub fn server_trial(
+    ep: &mut dyn Endpoint,
+    bufs: &mut Slots<'_>,
+    size: usize,
+    reps: u64,
+    signals: &TrialSignals,
+    idle: Duration,
+) -> io::Result<SideCounters> {
+    let datagram = ep.is_datagram();
+    let mut c = SideCounters::default();
+    let start = Instant::now();
+    let mut idle_slices = IdleSlices::new(idle);
+    let mut done = 0u64;
+    let mut off = 0usize;
+    while done < reps {
+        let buf = bufs.get(if bufs.count > 1 {
+            (done % bufs.count as u64) as usize
+        } else {
+            0
+        });
+        let r = if datagram {
+            ep.recv(buf)
+        } else {
+            ep.recv(&mut buf[off..size])
+        };
+        match r {
+            Ok(0) if !datagram => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "client closed the data connection",
+                ));
+            }
+            // A client that keeps sending never lets a receive time out: the end of the
+            // session is looked for on every pass too (one relaxed load).
+            Ok(_) if signals.is_aborted() => break,
+            Ok(n) => {
+                idle_slices.reset();
+                c.recv_calls += 1;
+                c.bytes_received += n as u64;
+                if datagram {
+                    c.messages_received += 1;
+                    match send_message(ep, &buf[..n]) {
+                        Ok(calls) => {
+                            c.send_calls += calls;
+                            c.bytes_sent += n as u64;
+                            c.messages_sent += 1;
+                        }
+                        // The echo was refused by this host's stack: counted, not sent.
+                        Err(e) if count_send_error(&mut c.send_errors, &e) => c.send_calls += 1,
+                        Err(e) => return Err(e),
+                    }
+                    done += 1;
+                } else {
+                    off += n;
+                    if off == size {
+                        c.messages_received += 1;
+                        c.send_calls += send_message(ep, &buf[..size])?;
+                        c.bytes_sent += size as u64;
+                        c.messages_sent += 1;
+                        done += 1;
+                        off = 0;
+                    }
+                }
+            }
+            Err(e) if is_timeout(&e) => {
+                // Ended: a datagram's echoes are done; a stream's once every message the
+                // client announced was echoed (the rate pattern's trials end so).
+                let echoed = || datagram || c.messages_received >= signals.sent().1;
+                if signals.is_aborted() || (signals.is_ended() && echoed()) {
+                    break;
+                }
+                if idle_slices.tick() {
+                    c.timed_out = true;
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    c.active_ns = start.elapsed().as_nanos() as u64;
+    Ok(c)
+}
