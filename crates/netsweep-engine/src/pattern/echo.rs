@@ -16,10 +16,7 @@ pub(super) fn open_pingpong(
     listener: Box<dyn DataListener>,
     o: &ServerOpen,
 ) -> Result<Box<dyn ServerPattern>, String> {
-    Ok(Box::new(Echo {
-        accepted: o.accept(listener)?,
-        until_ended: false,
-    }))
+    open(listener, o, false)
 }
 
 /// Opens the echo server of a rate session.
@@ -27,9 +24,18 @@ pub(super) fn open_rate(
     listener: Box<dyn DataListener>,
     o: &ServerOpen,
 ) -> Result<Box<dyn ServerPattern>, String> {
+    open(listener, o, true)
+}
+
+fn open(
+    listener: Box<dyn DataListener>,
+    o: &ServerOpen,
+    until_ended: bool,
+) -> Result<Box<dyn ServerPattern>, String> {
+    let accepted = o.accept(listener)?;
     Ok(Box::new(Echo {
-        accepted: o.accept(listener)?,
-        until_ended: true,
+        accepted,
+        until_ended,
     }))
 }
 
