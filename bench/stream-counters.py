@@ -82,6 +82,28 @@ def perf_attach(pids, secs, out):
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
 
+def window_bytes(perfs, window):
+    """{end: loopback bytes over its window}, from each window's two counter readings."""
+    moved = {}
+    for end, p in perfs.items():
+        so, _ = p.communicate(timeout=window + 10)
+        b = [int(x) for x in so.split()]
+        moved[end] = b[1] - b[0]
+    return moved
+
+
+def stop(*procs):
+    """Ends each process still running: SIGINT, then SIGKILL after 5 s."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def parse_perf(path):
     """{event: value} from perf stat -x, output (task-clock in ms)."""
     vals = {}
@@ -165,21 +187,10 @@ def one(tool, secs, window):
         perfs = {end: perf_attach(pids[end], window, outs[end]) for end in pids}
         time.sleep(window / 2)
         sock = {end: ss_by_pid(pids[end]) for end in pids}
-        moved = {}
-        for end, p in perfs.items():
-            so, _ = p.communicate(timeout=window + 10)
-            b = [int(x) for x in so.split()]
-            moved[end] = b[1] - b[0]
+        moved = window_bytes(perfs, window)
         cli.wait(timeout=secs + 30)
     finally:
-        for p in (cli, srv):
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop(cli, srv)
     out = {}
     for end in ("client", "server"):
         v = parse_perf(outs[end])

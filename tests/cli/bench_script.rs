@@ -40,7 +40,13 @@ fn bench_peers_script_parses() {
 #[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
 fn bench_python_scripts_compile() {
     require("python3", "python3");
-    for script in ["bench/peers.py", "bench/default-run", "bench/flows.py"] {
+    for script in [
+        "bench/peers.py",
+        "bench/default-run",
+        "bench/flows.py",
+        "bench/loopback-cliff.py",
+        "bench/stream-counters.py",
+    ] {
         let src = std::fs::read_to_string(root().join(script)).expect(script);
         // compile() parses without writing __pycache__ into the tree.
         let o = Command::new("python3")
@@ -116,4 +122,61 @@ fn crr_floor_compiles_and_runs() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(text.starts_with("size=16 n=200 tps="), "{text}");
+}
+
+/// The copy floor of bench/loopback-cliff.py builds and reports a rate for the size asked,
+/// and refuses a size it cannot hold.
+#[test]
+#[ignore = "needs gcc: ./run-tests installs it (as root) and runs this"]
+fn copy_floor_compiles_and_runs() {
+    let out = build_floor("copy");
+    let o = Command::new(&out)
+        .args(["65536", "0.1"])
+        .output()
+        .expect("copy runs");
+    let refused = Command::new(&out)
+        .args(["999999999999", "0.1"])
+        .output()
+        .expect("copy runs");
+    let _ = std::fs::remove_file(&out);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    let rate: f64 = text
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("gbytes_per_s="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {text}"));
+    assert!(text.starts_with("size=65536 ") && rate > 0.0, "{text}");
+    assert_eq!(refused.status.code(), Some(2));
+}
+
+/// docs/performance-loopback-cliff.md is what bench/loopback-cliff.py renders from the data
+/// committed beside it: every number and every sentence of its reading comes from that file.
+#[test]
+#[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
+fn the_loopback_cliff_page_is_rendered_from_its_committed_data() {
+    require("python3", "python3");
+    let dir = crate::common::scratch("cliff-page");
+    std::fs::copy(
+        root().join("docs/performance-loopback-cliff.json"),
+        dir.join("page.json"),
+    )
+    .expect("the page's data is committed");
+    let out = dir.join("page.md");
+    let o = Command::new("python3")
+        .arg(root().join("bench/loopback-cliff.py"))
+        .args(["--render", "--out"])
+        .arg(&out)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read_to_string(&out).unwrap();
+    let want = std::fs::read_to_string(root().join("docs/performance-loopback-cliff.md")).unwrap();
+    assert!(
+        got == want,
+        "docs/performance-loopback-cliff.md is not what its data renders to: \
+         run `bench/loopback-cliff.py --render` and commit the page"
+    );
+    assert!(got.contains("Round by round"), "{got}");
 }
