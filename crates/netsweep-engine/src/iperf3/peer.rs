@@ -16,6 +16,9 @@ use super::figures::StreamFigures;
 
 /// How often a test is tried again while the server is still closing the last one.
 const BUSY_RETRIES: u32 = 20;
+/// How often a refused first connection is tried again (the server may be between another
+/// client's tests; a port where nothing listens then fails within half a second).
+const FIRST_CONTACT_RETRIES: u32 = 5;
 /// The pause between those tries.
 const BUSY_PAUSE: Duration = Duration::from_millis(100);
 
@@ -47,41 +50,59 @@ impl Iperf3Peer {
     fn test(&mut self, params: &TestParams, size: u64) -> Result<TestOutcome, NetError> {
         let mut retries = 0;
         loop {
-            let again = match run_test(self.addr, params) {
+            let e = match run_test(self.addr, params) {
                 Ok(o) => {
                     self.served = true;
                     return Ok(o);
                 }
-                Err(Iperf3Error::Busy(_)) => true,
-                Err(Iperf3Error::Closed { doing }) => doing.contains("PARAM_EXCHANGE"),
-                Err(Iperf3Error::Connect { ref source, .. }) => {
-                    self.served
-                        && matches!(
-                            source.kind(),
-                            std::io::ErrorKind::ConnectionRefused
-                                | std::io::ErrorKind::ConnectionReset
-                        )
-                }
-                Err(e) => {
-                    return Err(NetError::PeerTool(format!(
-                        "iperf3 server {}, size {size}: {e}",
-                        self.addr
-                    )))
-                }
+                Err(e) => e,
             };
-            if !again || retries >= BUSY_RETRIES {
+            if !try_again(&e, self.served, retries) {
+                let tries = if retries > 0 {
+                    format!(
+                        " (after {} tries {} ms apart)",
+                        retries + 1,
+                        BUSY_PAUSE.as_millis()
+                    )
+                } else {
+                    String::new()
+                };
                 return Err(NetError::PeerTool(format!(
-                    "iperf3 server {}, size {size}: still busy with another test after {} \
-                     tries {} ms apart",
-                    self.addr,
-                    retries + 1,
-                    BUSY_PAUSE.as_millis()
+                    "iperf3 server {}, size {size}: {e}{tries}",
+                    self.addr
                 )));
             }
             retries += 1;
             std::thread::sleep(BUSY_PAUSE);
         }
     }
+}
+
+/// Whether a test that failed with `e` is tried again, after `retries` tries: a server busy
+/// with another test, or closing a connection that arrived while it reset, is tried up to
+/// [`BUSY_RETRIES`] times. A refused (or reset) connection is the gap between two tests of a
+/// server that has answered this run; before it has, it is tried only
+/// [`FIRST_CONTACT_RETRIES`] times — the gap after another client's test (or this host's
+/// last run) looks the same, but so does a port where nothing listens, which must fail fast.
+fn try_again(e: &Iperf3Error, served: bool, retries: u32) -> bool {
+    let limit = match e {
+        Iperf3Error::Busy(_) => BUSY_RETRIES,
+        Iperf3Error::Closed { doing } if doing.contains("PARAM_EXCHANGE") => BUSY_RETRIES,
+        Iperf3Error::Connect { source, .. }
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset
+            ) =>
+        {
+            if served {
+                BUSY_RETRIES
+            } else {
+                FIRST_CONTACT_RETRIES
+            }
+        }
+        _ => 0,
+    };
+    retries < limit
 }
 
 impl Peer for Iperf3Peer {
@@ -195,6 +216,43 @@ mod tests {
     use super::*;
     use netsweep_iperf3::{ClientMeasure, Role, ServerReport};
     use std::time::Instant;
+
+    /// A busy server is waited for; a refused connection is waited for briefly before the
+    /// server has answered (another client's test may be ending) and longer after; any other
+    /// error ends the run at once.
+    #[test]
+    fn which_failures_are_tried_again_and_how_often() {
+        let addr: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        let connect = |kind| Iperf3Error::Connect {
+            addr,
+            source: std::io::Error::from(kind),
+        };
+        let tries =
+            |e: &Iperf3Error, served| (0..100).take_while(|&r| try_again(e, served, r)).count();
+        let refused = connect(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(tries(&refused, false), FIRST_CONTACT_RETRIES as usize);
+        assert_eq!(tries(&refused, true), BUSY_RETRIES as usize);
+        assert_eq!(
+            tries(&connect(std::io::ErrorKind::ConnectionReset), false),
+            FIRST_CONTACT_RETRIES as usize
+        );
+        assert_eq!(
+            tries(&Iperf3Error::Busy(addr), false),
+            BUSY_RETRIES as usize
+        );
+        let resetting = Iperf3Error::Closed {
+            doing: "waiting for PARAM_EXCHANGE".into(),
+        };
+        assert_eq!(tries(&resetting, false), BUSY_RETRIES as usize);
+        let later = Iperf3Error::Closed {
+            doing: "reading the results".into(),
+        };
+        assert_eq!(tries(&later, true), 0);
+        assert_eq!(
+            tries(&connect(std::io::ErrorKind::PermissionDenied), true),
+            0
+        );
+    }
 
     /// A test in which this client moved `bytes` in 1 s, the kernel had them acknowledged at
     /// 1.0 s and TEST_END went out at 1.1 s; the server reports `report`.
