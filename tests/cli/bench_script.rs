@@ -2,24 +2,12 @@
 //! these checks keep it from rotting: the script parses, its Python half compiles, and the C
 //! floors (ping-pong, crr) build wherever gcc exists.
 
+use crate::common::require_tool;
 use std::path::Path;
 use std::process::Command;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Panics naming the package to install unless `tool` is on the PATH.
-fn require(tool: &str, package: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{tool} is missing: apt-get install -y {package} (./run-tests installs it as root)"
-    );
 }
 
 #[test]
@@ -39,7 +27,7 @@ fn bench_peers_script_parses() {
 #[test]
 #[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
 fn bench_python_scripts_compile() {
-    require("python3", "python3");
+    require_tool("bench_script", "python3", "python3");
     for script in [
         "bench/peers.py",
         "bench/default-run",
@@ -74,7 +62,7 @@ fn bench_python_scripts_compile() {
 
 /// Builds `bench/c/<name>.c` with warnings as errors; returns the binary (the caller removes it).
 fn build_floor(name: &str) -> std::path::PathBuf {
-    require("gcc", "gcc");
+    require_tool("bench_script", "gcc", "gcc");
     let out = std::env::temp_dir().join(format!("netsweep-{name}-{}", std::process::id()));
     let o = Command::new("gcc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -155,7 +143,7 @@ fn copy_floor_compiles_and_runs() {
 #[test]
 #[ignore = "needs python3: ./run-tests installs it (as root) and runs this"]
 fn the_loopback_cliff_page_is_rendered_from_its_committed_data() {
-    require("python3", "python3");
+    require_tool("bench_script", "python3", "python3");
     let dir = crate::common::scratch("cliff-page");
     std::fs::copy(
         root().join("docs/performance-loopback-cliff.json"),

@@ -6,12 +6,13 @@
 //! What iperf3 cannot do is a usage error, before any connection. The other tests here hold the
 //! lab test lock shared: none runs beside the lab test.
 
+use crate::common::iperf3::{free_port, wait_listening, Killed};
 use crate::common::*;
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// `iperf3 -s` on a free loopback port (or inside a lab host, through `cmd`).
+/// `iperf3 -s` on a free loopback port (or inside a lab host, through `cmd`), once it listens.
 fn iperf3_server(mut cmd: Command, port: u16) -> Child {
     let child = cmd
         .args(["-p", &port.to_string()])
@@ -19,31 +20,8 @@ fn iperf3_server(mut cmd: Command, port: u16) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("iperf3 starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !netsweep_lab::runner::listening(child.id(), port) {
-        assert!(
-            Instant::now() < deadline,
-            "iperf3 -s did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_listening(child.id(), port);
     child
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn sweep(url: &str, out: &std::path::Path, extra: &[&str]) -> Value {

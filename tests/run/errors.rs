@@ -162,21 +162,6 @@ fn serve_with(extra: &[&str]) -> (Child, u16) {
     (Child(c), port)
 }
 
-fn wait_for_points(file: &std::path::Path, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(t) = std::fs::read_to_string(file) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&t) {
-                if v["points"].as_array().is_some_and(|p| p.len() >= n) {
-                    return;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no point written in time");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn server_killed_mid_sweep_leaves_exit_1_and_valid_file() {
     let (mut server, port) = serve();

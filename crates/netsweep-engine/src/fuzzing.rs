@@ -2,7 +2,8 @@
 //! reads a peer's bytes (rate replies, flow numbers) driven without sockets. The datagram
 //! header and its accounting are public already (`pattern::dgram`).
 
-use crate::pattern::flows::rate_state::{RateJob, RateState, STAMP};
+use crate::pattern::dgram::HEADER;
+use crate::pattern::flows::rate_state::{RateJob, RateState};
 use crate::pattern::flows::{read_index, server};
 use crate::pattern::rate::loops::{Bucket, RecvPlan, Replies};
 use netsweep_endpoint::Endpoint;
@@ -135,7 +136,7 @@ impl FlowsRate {
 
     /// Accounts a whole reply of `size` bytes on flow `flow` (taken modulo the flows: a
     /// thread reads only its own) that starts with `stamp`, arrived at `now` ns.
-    pub fn reply(&mut self, flow: usize, stamp: &[u8; STAMP], size: usize, now: u64) {
+    pub fn reply(&mut self, flow: usize, stamp: &[u8; HEADER], size: usize, now: u64) {
         let i = flow % self.flows.max(1);
         self.state
             .account(i, stamp, size, now, Some(&mut self.hist));

@@ -60,14 +60,6 @@ pub fn lab_test(test: &str) -> LabTestLock {
     lock().unwrap_or_else(|e| panic!("lab test {test}: cannot take the lock {LOCK_FILE}: {e}"))
 }
 
-/// Kept for lab tests written as `if !can_build_labs(name) { return; }`: it no longer skips —
-/// it panics with the fix when labs cannot be built — so it only ever returns true. Mark such
-/// tests `#[ignore = "needs root …"]` and call [`lab_test`] instead.
-pub fn can_build_labs(test: &str) -> bool {
-    require_labs(test);
-    true
-}
-
 /// Holds the machine-wide lab test lock until dropped.
 #[derive(Debug)]
 pub struct LabTestLock {

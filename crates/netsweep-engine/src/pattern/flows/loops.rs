@@ -6,8 +6,8 @@
 //! the client ended the trial.
 
 use super::epoll::{IN, OUT};
-use super::rate_state::STAMP;
 use super::worker::{Job, LoopEnd, Shared, Worker, TAIL_MS, WAIT_MS};
+use crate::pattern::dgram::HEADER;
 use std::io;
 use std::time::Instant;
 
@@ -186,8 +186,8 @@ pub(super) fn pull(w: &mut Worker, i: usize, size: usize) -> io::Result<bool> {
     match w.eps[i].recv(&mut w.rx[st.off..size]) {
         Ok(0) => Err(eof()),
         Ok(m) => {
-            if st.off < STAMP {
-                let end = (st.off + m).min(STAMP);
+            if st.off < HEADER {
+                let end = (st.off + m).min(HEADER);
                 st.hdr[st.off..end].copy_from_slice(&w.rx[st.off..end]);
             }
             w.recv_calls += 1;
@@ -283,7 +283,7 @@ pub(super) fn rr_server(
     echo: bool,
 ) -> io::Result<LoopEnd> {
     let size = job.size;
-    let stamp = size.min(STAMP);
+    let stamp = size.min(HEADER);
     server_loop(w, index, job, sh, |w, i| {
         let answer = |w: &mut Worker| {
             if echo {

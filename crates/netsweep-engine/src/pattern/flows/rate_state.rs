@@ -3,15 +3,11 @@
 //! accounting by sequence number, and what the thread's trial adds up to. The loop that sends
 //! and reads on it is `rate.rs`.
 
-use crate::pattern::dgram::parse;
+use crate::pattern::dgram::{parse, HEADER};
 use crate::pattern::rate::{checkpoint, CHECKPOINTS};
 use netsweep_model::load::{Arrivals, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use std::time::Duration;
-
-/// Bytes of a request's stamp (cookie, sequence number, intended send time): the datagram
-/// header.
-pub(crate) use crate::pattern::dgram::HEADER as STAMP;
 
 /// One trial's schedules, as every thread gets them.
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,7 +144,7 @@ impl RateState {
     pub(crate) fn account(
         &mut self,
         i: usize,
-        hdr: &[u8; STAMP],
+        hdr: &[u8; HEADER],
         size: usize,
         now: u64,
         hist: Option<&mut LatencyHistogram>,
@@ -158,7 +154,7 @@ impl RateState {
             r.r.late += 1;
             return;
         };
-        if cookie != r.cookie || seq >= r.words as u64 * 64 || size < STAMP {
+        if cookie != r.cookie || seq >= r.words as u64 * 64 || size < HEADER {
             // An echo of an earlier trial, counted lost there.
             r.r.late += 1;
             return;

@@ -5,7 +5,8 @@
 //! state.
 
 use super::epoll::{self, Epoll, IN, OUT};
-use super::rate_state::{RateJob, RateReport, RateState, STAMP};
+use super::rate_state::{RateJob, RateReport, RateState};
+use crate::pattern::dgram::HEADER;
 use netsweep_endpoint::Endpoint;
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{FlowCounters, ThreadCounters};
@@ -134,7 +135,7 @@ pub(super) struct FlowState {
     pub(super) want_out: bool,
     pub(super) t0: Instant,
     /// The stamp of the request being answered (rate server: echoed back).
-    pub(super) hdr: [u8; STAMP],
+    pub(super) hdr: [u8; HEADER],
 }
 
 /// A data thread's flows and everything its loops use, allocated outside the timed loops.
@@ -207,7 +208,7 @@ impl Worker {
                 sending: false,
                 want_out: false,
                 t0: now,
-                hdr: [0; STAMP],
+                hdr: [0; HEADER],
             });
         }
         Ok(Self {
