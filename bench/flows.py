@@ -3,8 +3,10 @@
 ./run-tests; run it under the benchmark lock:
 
     flock /tmp/netsweep-bench.lock python3 bench/flows.py [--runs 3] [--out docs/performance-flows.md]
+        [--netsweep PATH]
 
-Needs target/release/netsweep (cargo build --release), target/bench/pingpong (bench/peers
+Needs target/release/netsweep (cargo build --release; `--netsweep` names another build, to
+compare two builds in alternated runs), target/bench/pingpong (bench/peers
 builds it: gcc -O2 -o target/bench/pingpong bench/c/pingpong.c); installs iperf3 and iperf
 (iperf2) when they are missing (root).
 
@@ -203,7 +205,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance-flows.md"))
+    ap.add_argument("--netsweep", default=NETSWEEP,
+                    help="the netsweep binary to measure (default: target/release/netsweep)")
     a = ap.parse_args()
+    global NETSWEEP
+    NETSWEEP = os.path.abspath(a.netsweep)
     ensure_peers()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     book = {}

@@ -213,7 +213,17 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
 /// imports `crate::a::{b, c::d}` included), resolved against the file's own path. Inline test
 /// modules are left out: they only look at their own file.
 fn referenced_paths(text: &str, own: &[String]) -> Vec<Vec<String>> {
-    let code = text.split("#[cfg(test)]").next().unwrap();
+    // A file's tests (its trailing `#[cfg(test)] mod tests`) look at that file: cut there, and
+    // only there (a `#[cfg(test)]` on a declaration above must not hide the code below it).
+    let cut = text
+        .match_indices("#[cfg(test)]")
+        .map(|(at, m)| at + m.len())
+        .find(|&after| {
+            let rest = text[after..].trim_start();
+            rest.starts_with("mod tests") || rest.starts_with("#[path")
+        })
+        .map_or(text.len(), |after| after - "#[cfg(test)]".len());
+    let code = &text[..cut];
     let code: String = code
         .lines()
         .map(|l| l.split("//").next().unwrap())

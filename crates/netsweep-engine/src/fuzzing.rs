@@ -3,8 +3,8 @@
 //! header and its accounting are public already (`pattern::dgram`).
 
 use crate::pattern::dgram::HEADER;
-use crate::pattern::flows::rate_state::{RateJob, RateState};
 use crate::pattern::flows::{read_index, server};
+use crate::pattern::rate::flow::{RateJob, Schedules};
 use crate::pattern::rate::loops::{Bucket, RecvPlan, Replies};
 use netsweep_endpoint::Endpoint;
 use netsweep_model::load::Arrivals;
@@ -88,10 +88,10 @@ pub fn rate_replies<'m>(plan: RatePlan, replies: impl IntoIterator<Item = &'m [u
     let got = r.finish();
     RateTally {
         messages: got.counters.messages_received,
-        received: got.received,
-        late: got.late,
-        duplicates: got.duplicates,
-        arrived: got.arrived_at.iter().sum(),
+        received: got.answers.received,
+        late: got.answers.late,
+        duplicates: got.answers.duplicates,
+        arrived: got.answers.arrived_at.iter().sum(),
         recorded: hist.count(),
         answered: buckets.iter().map(|b| b.answered).sum(),
         arrived_in_buckets: buckets.iter().map(|b| b.arrived).sum(),
@@ -99,11 +99,11 @@ pub fn rate_replies<'m>(plan: RatePlan, replies: impl IntoIterator<Item = &'m [u
     }
 }
 
-/// One data thread of a rate session with flows (`pattern::flows::rate`): `flows` flows at
+/// One data thread of a rate session with flows (`pattern::rate::flow`): `flows` flows at
 /// `per_flow` requests per second for `duration`, its replies accounted by flow.
 #[derive(Debug)]
 pub struct FlowsRate {
-    state: RateState,
+    state: Schedules,
     hist: LatencyHistogram,
     flows: usize,
 }
@@ -125,7 +125,7 @@ impl FlowsRate {
             flows,
             grace_ns,
         };
-        let mut state = RateState::default();
+        let mut state = Schedules::default();
         state.ready(&job, duration, 0..flows);
         Self {
             state,

@@ -1,6 +1,8 @@
 //! The echo server: the server's side of pingpong (a trial's repetitions, through the cache
 //! pool when `--cache-pool` asks for one) and of rate (every request until the client ends
-//! the trial). The `--flows` variants echo in the flows driver's loops (`flows/loops.rs`).
+//! the trial). The `--flows` variants echo with `flow.rs`, a state machine the flows driver runs.
+
+pub(crate) mod flow;
 
 use super::{
     count_send_error, Accepted, IdleSlices, ServerBuffers, ServerOpen, ServerPattern, ServerTrial,

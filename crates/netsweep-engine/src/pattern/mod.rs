@@ -51,24 +51,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Every pattern this build knows: one entry per pattern. A pattern with a `--flows` variant
-/// gets it here: `flows/` builds on the patterns' own modules, so they cannot name it
-/// themselves without an import circle.
+/// Every pattern this build knows: one entry per pattern, with its `--flows` variant when it
+/// has one (the variant is the pattern's own, in its folder, built on the flows driver).
 pub const REGISTRY: &[Registration] = &[
-    Registration {
-        flows: Some(&flows::PINGPONG),
-        ..pingpong::REGISTRATION
-    },
-    Registration {
-        flows: Some(&flows::STREAM),
-        ..stream::REGISTRATION
-    },
+    pingpong::REGISTRATION,
+    stream::REGISTRATION,
     crr::REGISTRATION,
     bidir::REGISTRATION,
-    Registration {
-        flows: Some(&flows::RATE),
-        ..rate::REGISTRATION
-    },
+    rate::REGISTRATION,
 ];
 
 /// The registration of `pattern`, if this build has one.

@@ -2,6 +2,8 @@
 //! is timed. Datagram transports number each request so a lost one is counted after the
 //! loss timeout and a late echo is recognised, never waited on forever.
 
+pub(crate) mod flow;
+
 use super::{
     any_trial, count_send_error, ClientOpen, ClientPattern, PointFigures, Registration, Sizing,
     TrialOutcome,
@@ -25,8 +27,7 @@ pub const REGISTRATION: Registration = Registration {
     server: super::echo::open_pingpong,
     check_trial: any_trial,
     server_memory: super::session_buffers,
-    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
-    flows: None,
+    flows: Some(&flow::FLOWS),
 };
 
 /// What the client saw in one pingpong trial.

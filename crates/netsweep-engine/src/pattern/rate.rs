@@ -10,10 +10,13 @@
 //! histogram, exact loss and late counts, and (`--interval`) a timeline. The loops are in
 //! `rate/loops.rs`.
 
+pub(crate) mod flow;
+mod flows_point;
+mod ledger;
 pub(crate) mod loops;
 mod point;
 
-pub(crate) use loops::{checkpoint, CHECKPOINTS};
+pub(crate) use flows_point::FLOWS;
 pub(crate) use point::{delivered, offered_load, rate_point, Measured, Totals};
 
 use super::bidir::merge;
@@ -40,8 +43,7 @@ pub const REGISTRATION: Registration = Registration {
     server: super::echo::open_rate,
     check_trial: any_trial,
     server_memory: super::session_buffers,
-    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
-    flows: None,
+    flows: Some(&FLOWS),
 };
 
 /// A reply later than this after its request's intended send time is late (not in the
@@ -164,7 +166,11 @@ impl Client {
     /// window's end (answers read late, not carried late) does not read as a shortfall; a
     /// saturated path carries its capacity × the window in every one of them.
     fn delivered_rate(&self) -> f64 {
-        delivered(self.rate, &self.last.arrived_at, &self.last_sent.due_by)
+        delivered(
+            self.rate,
+            &self.last.answers.arrived_at,
+            &self.last_sent.due_by,
+        )
     }
 
     /// Appends the last trial's intervals to the point's timeline.
@@ -240,9 +246,9 @@ impl PointFigures for Client {
         self.sent += self.last_sent.counters.messages_sent;
         self.refused += self.last_sent.refused;
         self.truncated += u32::from(self.last_sent.truncated);
-        self.received += self.last.received;
-        self.late += self.last.late;
-        self.duplicates += self.last.duplicates;
+        self.received += self.last.answers.received;
+        self.late += self.last.answers.late;
+        self.duplicates += self.last.answers.duplicates;
         self.fold_timeline(self.interval_ns);
         Ok(())
     }

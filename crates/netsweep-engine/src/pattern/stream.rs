@@ -5,6 +5,7 @@
 //! server's data thread runs [`sender_trial`], the client receives (`reverse.rs`).
 
 mod direction;
+pub(crate) mod flow;
 
 use super::dgram::{stamp, trial_cookie, DgramAccount, DGRAM_QUIET};
 use super::intervals::Intervals;
@@ -33,8 +34,7 @@ pub const REGISTRATION: Registration = Registration {
     server: Server::open,
     check_trial,
     server_memory: super::session_buffers,
-    // Its `--flows` variant is named where it is registered (`REGISTRY`, pattern/mod.rs).
-    flows: None,
+    flows: Some(&flow::FLOWS),
 };
 
 /// The server's check of a trial: datagram messages must hold the sequence header.

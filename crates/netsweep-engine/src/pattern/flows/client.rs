@@ -4,8 +4,9 @@
 //! folds the timed trials into the point: the aggregate, each flow, Jain's fairness index,
 //! and for pingpong the round trips of all flows in one histogram.
 
+use super::machine::Machine;
 use super::pool::Pool;
-use super::worker::{Job, Report, Role};
+use super::worker::{Job, Report};
 use super::{ensure_descriptors, present_index, rss_kib, thread_count};
 use crate::error::NetError;
 use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};
@@ -21,20 +22,36 @@ use netsweep_proto::messages::{
 use std::io;
 use std::time::{Duration, Instant};
 
-/// Opens the client's side of a stream session with flows.
-pub(super) fn open_stream(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
-    Client::open(o, Role::StreamSend)
-}
-
-/// Opens the client's side of a pingpong session with flows.
-pub(super) fn open_rr(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
-    Client::open(o, Role::RrClient)
+/// Opens the client's side of a stream (`rr` false: each flow sends, the figure is the
+/// receiver's Mbit/s) or pingpong (`rr`: each flow a request outstanding, the figure is
+/// transactions per second and the round trips) session with flows, its threads running `M`.
+pub(crate) fn open<M: Machine<Params = ()>>(
+    o: &ClientOpen<'_>,
+    rr: bool,
+) -> Result<Box<dyn ClientPattern>, NetError> {
+    let c = connect::<M>(o)?;
+    Ok(Box::new(Client {
+        rr,
+        pool: c.pool,
+        flows: c.flows,
+        granted: c.granted,
+        timeout: o.timeout,
+        size: 0,
+        memory_note: c.memory_note,
+        samples: Vec::new(),
+        sender: Vec::new(),
+        tps: Vec::new(),
+        fig: Sums::default(),
+        trial_hist: LatencyHistogram::new(),
+        hist: LatencyHistogram::new(),
+        trial_means: Vec::new(),
+    }))
 }
 
 /// Adds the threads' reports of one trial into one side's counters. `threads` is the
 /// number of threads (flow `w + threads·j` is thread `w`'s `j`-th); the data time is from
 /// the earliest start to the latest end, the receive span the latest last receive.
-pub(super) fn merge(reports: &[Report], flows: usize) -> SideCounters {
+pub(crate) fn merge<O>(reports: &[Report<O>], flows: usize) -> SideCounters {
     let threads = reports.len().max(1);
     let mut c = SideCounters {
         flows: vec![FlowCounters::default(); flows],
@@ -69,9 +86,9 @@ pub(super) fn merge(reports: &[Report], flows: usize) -> SideCounters {
 }
 
 /// The client's side of a flows session, and the point being measured.
-struct Client {
-    role: Role,
-    pool: Pool,
+struct Client<M: Machine> {
+    rr: bool,
+    pool: Pool<M>,
     flows: usize,
     granted: GrantedKnobs,
     timeout: Duration,
@@ -94,9 +111,9 @@ struct Client {
 
 /// What a point's timed trials add up to, per flow and per thread.
 #[derive(Default)]
-pub(super) struct Sums {
-    pub(super) client: Vec<FlowCounters>,
-    pub(super) server: Vec<FlowCounters>,
+pub(crate) struct Sums {
+    pub(crate) client: Vec<FlowCounters>,
+    pub(crate) server: Vec<FlowCounters>,
     client_threads: Vec<ThreadCounters>,
     server_threads: Vec<ThreadCounters>,
     client_skew: u64,
@@ -104,12 +121,12 @@ pub(super) struct Sums {
     /// The server's receive spans (stream), ns.
     recv_ns: u64,
     /// The client's data time (pingpong, rate), ns.
-    pub(super) active_ns: u64,
+    pub(crate) active_ns: u64,
 }
 
 impl Sums {
     /// Adds one timed trial's per-flow, per-thread and skew figures of both sides.
-    pub(super) fn add(&mut self, c: &SideCounters, s: &SideCounters) {
+    pub(crate) fn add(&mut self, c: &SideCounters, s: &SideCounters) {
         add_flows(&mut self.client, &c.flows);
         add_flows(&mut self.server, &s.flows);
         add_threads(&mut self.client_threads, &c.threads);
@@ -119,7 +136,7 @@ impl Sums {
     }
 
     /// The point's flows figures: `figure(client, server)` per flow, in `unit`.
-    pub(super) fn figures(
+    pub(crate) fn figures(
         self,
         flows: usize,
         unit: &str,
@@ -146,16 +163,16 @@ impl Sums {
 }
 
 /// A client's flows, connected and handed to their data threads.
-pub(super) struct Opened {
-    pub(super) pool: Pool,
-    pub(super) flows: usize,
-    pub(super) granted: GrantedKnobs,
+pub(crate) struct Opened<M: Machine> {
+    pub(crate) pool: Pool<M>,
+    pub(crate) flows: usize,
+    pub(crate) granted: GrantedKnobs,
     /// The memory the flows took, said once on the first point.
-    pub(super) memory_note: Option<String>,
+    pub(crate) memory_note: Option<String>,
 }
 
 /// Opens the N connections (each presenting its flow number) and spawns the data threads.
-pub(super) fn connect(o: &ClientOpen<'_>) -> Result<Opened, NetError> {
+pub(crate) fn connect<M: Machine>(o: &ClientOpen<'_>) -> Result<Opened<M>, NetError> {
     let n = o.spec.flows.max(1);
     ensure_descriptors(n, "client").map_err(NetError::Refused)?;
     let before = rss_kib();
@@ -188,33 +205,7 @@ pub(super) fn connect(o: &ClientOpen<'_>) -> Result<Opened, NetError> {
     })
 }
 
-impl Client {
-    fn open(o: &ClientOpen<'_>, role: Role) -> Result<Box<dyn ClientPattern>, NetError> {
-        let c = connect(o)?;
-        Ok(Box::new(Self {
-            role,
-            pool: c.pool,
-            flows: c.flows,
-            granted: c.granted,
-            timeout: o.timeout,
-            size: 0,
-            memory_note: c.memory_note,
-            samples: Vec::new(),
-            sender: Vec::new(),
-            tps: Vec::new(),
-            fig: Sums::default(),
-            trial_hist: LatencyHistogram::new(),
-            hist: LatencyHistogram::new(),
-            trial_means: Vec::new(),
-        }))
-    }
-
-    fn rr(&self) -> bool {
-        self.role == Role::RrClient
-    }
-}
-
-impl PointFigures for Client {
+impl<M: Machine> PointFigures for Client<M> {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
     }
@@ -233,7 +224,7 @@ impl PointFigures for Client {
 
     fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
         let (c, s) = (&out.client, &out.server);
-        if self.rr() {
+        if self.rr {
             let tps = if c.active_ns > 0 {
                 c.messages_received as f64 * 1e9 / c.active_ns as f64
             } else {
@@ -264,7 +255,7 @@ impl PointFigures for Client {
     }
 
     fn server_timeout_note(&self) -> &'static str {
-        if self.rr() {
+        if self.rr {
             "the server timed out waiting for a request on a flow"
         } else {
             "the server timed out waiting for data on a flow"
@@ -281,7 +272,7 @@ impl PointFigures for Client {
         if let Some(note) = self.memory_note.take() {
             tally.notes.push(note);
         }
-        let rr = self.rr();
+        let rr = self.rr;
         let throughput = estimate(&self.samples);
         let (messages, moved) = if rr {
             let moved = tally.client.bytes_sent + tally.client.bytes_received;
@@ -324,7 +315,7 @@ impl PointFigures for Client {
     }
 }
 
-impl ClientPattern for Client {
+impl<M: Machine<Params = ()>> ClientPattern for Client<M> {
     fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
         None
     }
@@ -336,12 +327,11 @@ impl ClientPattern for Client {
     fn run_trial(&mut self, _trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
         let duration = Duration::from_nanos(spec.duration_ns);
         let job = Job {
-            role: self.role,
             size: self.size,
             duration,
             idle: self.timeout,
             epoch: Instant::now(),
-            rate: Default::default(),
+            params: (),
         };
         self.pool.shared.reset();
         self.pool.dispatch(job)?;
@@ -359,7 +349,7 @@ impl ClientPattern for Client {
 }
 
 /// Events per second: `count` over `ns` nanoseconds.
-pub(super) fn per_second(count: u64, ns: u64) -> f64 {
+pub(crate) fn per_second(count: u64, ns: u64) -> f64 {
     if ns == 0 {
         0.0
     } else {

@@ -1,66 +1,38 @@
-//! `--flows N`: N concurrent data connections of the session's transport, for stream (each
-//! flow sends for the trial time), pingpong (neper's tcp_rr: one request outstanding per
-//! flow) and rate (each flow on its own schedule, `rate`), served on each side by
-//! `--threads T` data threads that wait for their flows in epoll, or block in the calls of
-//! their one stream flow (`pool`, `epoll`, `loops`). The engine's shared point loop drives
-//! it like any pattern: a pattern's `Registration::flows` is its flows variant ([`STREAM`], [`PINGPONG`], [`RATE`]), whose
-//! `ClientPattern` (`client`) and `ServerPattern` (`server`) hand each trial to the threads
-//! and fold their per-flow counts into the point.
+//! `--flows N`: N concurrent data connections of the session's transport, served on each
+//! side by `--threads T` data threads. This folder is the driver every pattern's flows share:
+//! the connections (`client`, `server`: each flow presents its number), the threads (`pool`)
+//! with their flows and counts (`worker`) and epoll instance (`epoll`), and the one timed loop
+//! (`driver`) that runs a pattern's per-flow state machine (`machine`). The machines live with
+//! their patterns — stream (`stream/flow.rs`: each flow sends for the trial time), pingpong
+//! (`pingpong/flow.rs`: neper's tcp_rr, one request outstanding per flow), rate
+//! (`rate/flow.rs`: each flow on its own schedule) and the echo that serves the last two
+//! (`echo/flow.rs`) — and each pattern registers its flows variant there
+//! (`Registration::flows`). The engine's shared point loop drives a flows session like any
+//! pattern.
 //!
 //! Both sides number the flows alike: after presenting the session cookie, the client
 //! writes each connection's flow number (4 bytes, little-endian) and the server files the
 //! connection under it, whatever order the accepts came in.
 
-mod client;
+pub(crate) mod client;
+pub(crate) mod driver;
 mod epoll;
-mod loops;
-mod pool;
-pub(crate) mod rate;
-mod rate_client;
-pub(crate) mod rate_state;
+pub(crate) mod machine;
+pub(crate) mod pool;
 pub(crate) mod server;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod worker;
 
-use super::Registration;
 use netsweep_endpoint::{recv_message, send_message, Endpoint};
 use netsweep_model::spec::Pattern;
 use std::io;
 use std::time::Duration;
 
-/// Stream over `--flows`: each flow sends for the trial time (`stream::REGISTRATION.flows`).
-pub(crate) const STREAM: Registration = Registration {
-    pattern: Pattern::Stream,
-    client: client::open_stream,
-    server: server::open_stream,
-    check_trial: super::any_trial,
-    server_memory: |s| threads_memory(s, false),
-    flows: None,
-};
-
-/// Pingpong over `--flows`: one request outstanding per flow (neper's tcp_rr).
-pub(crate) const PINGPONG: Registration = Registration {
-    pattern: Pattern::Pingpong,
-    client: client::open_rr,
-    server: server::open_rr,
-    check_trial: super::any_trial,
-    server_memory: |s| threads_memory(s, true),
-    flows: None,
-};
-
-/// Rate over `--flows`: each flow on a schedule of its own.
-pub(crate) const RATE: Registration = Registration {
-    pattern: Pattern::Rate,
-    client: rate_client::open,
-    server: server::open_rate,
-    check_trial: super::any_trial,
-    server_memory: |s| threads_memory(s, true),
-    flows: None,
-};
-
 /// What each data thread of a flows session holds at most: a receive buffer of the largest
 /// message (at least 64 KiB), a send buffer of it when the server's threads send (replies),
 /// and its flows' state; the session's own buffers are not allocated.
-fn threads_memory(s: &super::BufferSizes, sends: bool) -> u64 {
+pub(crate) fn threads_memory(s: &super::BufferSizes, sends: bool) -> u64 {
     let rx = s.max_size.max(64 * 1024) as u64;
     let tx = if sends { s.max_size as u64 } else { 0 };
     rx.saturating_add(tx)

@@ -4,8 +4,9 @@
 //! barrier before every timed loop, so all flows start together; each records when it left
 //! the barrier, and the spread of those instants is the trial's start skew.
 
-use super::loops;
-use super::worker::{Job, Progress, Report, Role, Shared, Worker};
+use super::driver::Worker;
+use super::machine::Machine;
+use super::worker::{Flows, Job, Progress, Report, Shared};
 use crate::cpu::ThreadCpu;
 use crate::meter::pin_current_thread;
 use netsweep_endpoint::Endpoint;
@@ -16,22 +17,22 @@ use std::sync::{mpsc, Arc, Barrier};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-struct Handle {
-    jobs: Option<mpsc::Sender<Job>>,
+struct Handle<P> {
+    jobs: Option<mpsc::Sender<Job<P>>>,
     join: Option<JoinHandle<()>>,
 }
 
-/// A session's data threads and their flows.
-pub(super) struct Pool {
-    handles: Vec<Handle>,
-    reports: mpsc::Receiver<(usize, io::Result<Report>)>,
-    pub(super) shared: Arc<Shared>,
+/// A session's data threads and their flows, each running the pattern's machine `M`.
+pub(crate) struct Pool<M: Machine> {
+    handles: Vec<Handle<M::Params>>,
+    reports: mpsc::Receiver<(usize, io::Result<Report<M::Out>>)>,
+    pub(crate) shared: Arc<Shared>,
 }
 
-impl Pool {
+impl<M: Machine> Pool<M> {
     /// Spreads `eps` (flow order) over `threads` threads, made non-blocking and registered
     /// for EPOLLIN, each thread pinned to `cpu` when given.
-    pub(super) fn spawn(
+    pub(crate) fn spawn(
         eps: Vec<Box<dyn Endpoint>>,
         threads: usize,
         cpu: Option<u32>,
@@ -57,8 +58,12 @@ impl Pool {
         };
         let (pinned_tx, pinned_rx) = mpsc::channel::<Result<(), String>>();
         for (w, eps) in shares.into_iter().enumerate() {
-            let worker = Worker::new(eps).map_err(|e| format!("readying the flows: {e}"))?;
-            let (jobs, job_rx) = mpsc::channel::<Job>();
+            let flows = Flows::new(eps).map_err(|e| format!("readying the flows: {e}"))?;
+            let worker = Worker {
+                flows,
+                machine: M::default(),
+            };
+            let (jobs, job_rx) = mpsc::channel::<Job<M::Params>>();
             let shared = pool.shared.clone();
             let reports = report_tx.clone();
             let pinned = pinned_tx.clone();
@@ -87,7 +92,7 @@ impl Pool {
     }
 
     /// Hands `job` to every thread.
-    pub(super) fn dispatch(&self, job: Job) -> io::Result<()> {
+    pub(crate) fn dispatch(&self, job: Job<M::Params>) -> io::Result<()> {
         for h in &self.handles {
             let sent = h.jobs.as_ref().map(|j| j.send(job));
             if !matches!(sent, Some(Ok(()))) {
@@ -100,13 +105,13 @@ impl Pool {
     /// Waits (at most `wait` in all) for every thread's report of the trial, calling `tick`
     /// first and again after each report or once the time it returned has passed; the first
     /// failure aborts the others and is returned once all reported.
-    pub(super) fn collect(
+    pub(crate) fn collect(
         &self,
         wait: Duration,
         mut tick: impl FnMut(&Shared) -> Duration,
-    ) -> io::Result<Vec<Report>> {
+    ) -> io::Result<Vec<Report<M::Out>>> {
         let deadline = Instant::now() + wait;
-        let mut got: Vec<Option<Report>> = vec![None; self.handles.len()];
+        let mut got: Vec<Option<Report<M::Out>>> = (0..self.handles.len()).map(|_| None).collect();
         let mut left = got.len();
         let mut failed: Option<io::Error> = None;
         while left > 0 {
@@ -140,7 +145,7 @@ impl Pool {
     }
 }
 
-impl Drop for Pool {
+impl<M: Machine> Drop for Pool<M> {
     /// Stops the threads (their loops poll the abort flag, their waits end when the job
     /// channel closes) and reaps them; their sockets close with them.
     fn drop(&mut self) {
@@ -157,12 +162,12 @@ impl Drop for Pool {
 }
 
 /// A data thread: runs each trial it is handed and reports it, until the channel closes.
-fn serve(
-    mut w: Worker,
+fn serve<M: Machine>(
+    mut w: Worker<M>,
     index: usize,
     shared: &Shared,
-    jobs: mpsc::Receiver<Job>,
-    reports: mpsc::Sender<(usize, io::Result<Report>)>,
+    jobs: mpsc::Receiver<Job<M::Params>>,
+    reports: mpsc::Sender<(usize, io::Result<Report<M::Out>>)>,
 ) {
     while let Ok(job) = jobs.recv() {
         let r = trial(&mut w, index, shared, &job);
@@ -175,43 +180,38 @@ fn serve(
     }
 }
 
-fn trial(w: &mut Worker, index: usize, shared: &Shared, job: &Job) -> io::Result<Report> {
+fn trial<M: Machine>(
+    w: &mut Worker<M>,
+    index: usize,
+    shared: &Shared,
+    job: &Job<M::Params>,
+) -> io::Result<Report<M::Out>> {
     let ready = w.ready(job, index, shared.progress.len());
     let cpu0 = ThreadCpu::now();
     // Every thread meets here, ready or not, so that none waits for one that failed.
     shared.barrier.wait();
     ready?;
     let start = Instant::now();
-    let end = match job.role {
-        Role::StreamSend => loops::stream_send(w, job, shared),
-        Role::StreamRecv => loops::stream_recv(w, index, job, shared),
-        Role::RrClient => loops::rr_client(w, job, shared),
-        Role::RrServer => loops::rr_server(w, index, job, shared, false),
-        Role::RateServer => loops::rr_server(w, index, job, shared, true),
-        Role::RateClient => super::rate::client_loop(w, job, shared),
-    }?;
+    let end = w.run(index, job, shared)?;
     let cpu = ThreadCpu::now().since(cpu0);
     let since = |t: Instant| t.saturating_duration_since(shared.clock).as_nanos() as u64;
+    let f = &w.flows;
     Ok(Report {
-        flows: w.counts.clone(),
+        flows: f.counts.clone(),
         cpu: ThreadCounters {
-            flows: w.eps.len() as u32,
+            flows: f.eps.len() as u32,
             cpu_user_ns: cpu.user_ns,
             cpu_sys_ns: cpu.sys_ns,
         },
-        send_calls: w.send_calls,
-        recv_calls: w.recv_calls,
+        send_calls: f.send_calls,
+        recv_calls: f.recv_calls,
         start_ns: since(start),
         end_ns: since(end.end),
         last_recv_ns: end.last_recv.map_or(0, |t| {
             t.saturating_duration_since(job.epoch).as_nanos() as u64
         }),
         timed_out: end.timed_out,
-        hist: w.hist.clone(),
-        rate: (job.role == Role::RateClient).then(|| w.rate.report()),
+        hist: w.machine.hist().cloned(),
+        out: w.machine.out(),
     })
 }
-
-#[cfg(test)]
-#[path = "pool_tests.rs"]
-mod tests;

@@ -4,9 +4,10 @@
 //! the trial (the client's announced total) to the threads.
 
 use super::client::merge;
+use super::machine::{Machine, Target};
 use super::pool::Pool;
 use super::read_index;
-use super::worker::{Job, Role};
+use super::worker::Job;
 use crate::pattern::{ServerBuffers, ServerOpen, ServerPattern, ServerTrial};
 use netsweep_endpoint::{DataListener, Endpoint};
 use netsweep_proto::messages::{GrantedKnobs, SideCounters};
@@ -23,45 +24,28 @@ const FINE: Duration = Duration::from_millis(1);
 /// two series of six alternated runs).
 const COARSE: Duration = Duration::from_millis(20);
 
-/// Opens the server's side of a stream session with flows.
-pub(super) fn open_stream(
-    listener: Box<dyn DataListener>,
-    o: &ServerOpen,
-) -> Result<Box<dyn ServerPattern>, String> {
-    Server::open(listener, o, Role::StreamRecv)
-}
-
-/// Opens the server's side of a pingpong session with flows.
-pub(super) fn open_rr(
-    listener: Box<dyn DataListener>,
-    o: &ServerOpen,
-) -> Result<Box<dyn ServerPattern>, String> {
-    Server::open(listener, o, Role::RrServer)
-}
-
-/// Opens the server's side of a rate session with flows (an echo of every request).
-pub(super) fn open_rate(
-    listener: Box<dyn DataListener>,
-    o: &ServerOpen,
-) -> Result<Box<dyn ServerPattern>, String> {
-    Server::open(listener, o, Role::RateServer)
-}
-
 /// The server's flows: its data threads (the flows' sockets with them), the knobs granted on
 /// the first flow, and the listener they came from.
-struct Server {
-    role: Role,
-    pool: Pool,
+struct Server<M: Machine> {
+    pool: Pool<M>,
     flows: usize,
     granted: GrantedKnobs,
     _listener: Box<dyn DataListener>,
 }
 
-impl Server {
+/// Opens the server's side of a session with flows, its threads running `M` (a machine with
+/// a [`Target`]: the server's threads end on the client's total).
+pub(crate) fn open<M: Machine<Params = ()>>(
+    listener: Box<dyn DataListener>,
+    o: &ServerOpen,
+) -> Result<Box<dyn ServerPattern>, String> {
+    Server::<M>::open(listener, o)
+}
+
+impl<M: Machine<Params = ()>> Server<M> {
     fn open(
         mut listener: Box<dyn DataListener>,
         o: &ServerOpen,
-        role: Role,
     ) -> Result<Box<dyn ServerPattern>, String> {
         let n = o.flows.max(1);
         if o.reverse {
@@ -92,7 +76,6 @@ impl Server {
         let pool =
             Pool::spawn(eps, o.data_threads, o.cpu).map_err(|m| format!("server side: {m}"))?;
         Ok(Box::new(Self {
-            role,
             pool,
             flows: n as usize,
             granted,
@@ -125,7 +108,7 @@ fn next_look(now: Instant, fine_from: Instant, relayed: bool) -> Duration {
     }
 }
 
-impl ServerPattern for Server {
+impl<M: Machine<Params = ()>> ServerPattern for Server<M> {
     fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
         None
     }
@@ -140,16 +123,15 @@ impl ServerPattern for Server {
         _bufs: &mut ServerBuffers,
     ) -> io::Result<SideCounters> {
         let job = Job {
-            role: self.role,
             size: t.spec.size as usize,
             duration: Duration::from_nanos(t.spec.duration_ns),
             idle: t.idle,
             epoch: t.epoch,
-            rate: Default::default(),
+            params: (),
         };
         self.pool.shared.reset();
         self.pool.dispatch(job)?;
-        let rr = matches!(self.role, Role::RrServer | Role::RateServer);
+        let requests = M::TARGET == Some(Target::Requests);
         let mut relayed = false;
         let wait = job.duration + 2 * t.idle + Duration::from_secs(10);
         // The client's end of the trial reaches the threads within `FINE` of the control
@@ -159,7 +141,7 @@ impl ServerPattern for Server {
         let reports = self.pool.collect(wait, |sh| {
             if !relayed && t.signals.is_ended() {
                 let (bytes, messages) = t.signals.sent();
-                sh.end(if rr { messages } else { bytes });
+                sh.end(if requests { messages } else { bytes });
                 relayed = true;
             }
             if t.signals.is_aborted() {

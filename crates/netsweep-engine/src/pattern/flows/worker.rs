@@ -1,11 +1,11 @@
-//! A `--flows` data thread's state: its flows (endpoints, per-flow progress, counts), its epoll
-//! instance and buffers, the job it is given per trial, what its loop ends with and reports,
-//! and what the threads share (the end of the trial, the target, the start barrier). The
-//! pool (`pool.rs`) spawns and feeds the threads; the loops (`loops.rs`, `rate.rs`) run on this
-//! state.
+//! A `--flows` data thread's flows and what every pattern's machine does with them: the
+//! flows' endpoints, per-flow progress and counts, the thread's epoll instance and buffers,
+//! and the send and receive steps that count what they move (`Flows`); the job a thread is
+//! given per trial, what its loop ends with and reports, and what the threads share (the end
+//! of a server's trial, its target, the start barrier). The pool (`pool.rs`) spawns the
+//! threads; the driver (`driver.rs`) runs a pattern's machine on this state.
 
 use super::epoll::{self, Epoll, IN, OUT};
-use super::rate_state::{RateJob, RateReport, RateState};
 use crate::pattern::dgram::HEADER;
 use netsweep_endpoint::Endpoint;
 use netsweep_model::stats::LatencyHistogram;
@@ -16,83 +16,63 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-/// How long a wait blocks while the trial runs, ms (the loops check the clock after each);
-/// a blocking sender's send timeout.
-pub(super) const WAIT_MS: i32 = 10;
+/// How long a wait blocks while the trial runs (the loop checks the clock after each); a
+/// blocking sender's send timeout, ms.
+pub(crate) const WAIT_MS: i32 = 10;
 
 /// The same, once the client has ended the trial and a receiver waits for the last bytes;
 /// a blocking receiver's receive timeout (it cannot shorten its wait once the trial ends).
-pub(super) const TAIL_MS: i32 = 1;
+pub(crate) const TAIL_MS: i32 = 1;
 
-/// What a thread's loop does with its flows in a trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    /// Stream, client: send on every flow for the trial's duration.
-    StreamSend,
-    /// Stream, server: receive on every flow until the client's bytes all arrived.
-    StreamRecv,
-    /// Pingpong, client: one request outstanding per flow for the trial's duration.
-    RrClient,
-    /// Pingpong, server: answer every request until the client's requests are all answered.
-    RrServer,
-    /// Rate, client: every flow sends on its own schedule, replies read as they come.
-    RateClient,
-    /// Rate, server: echo every request (its stamp back) until all are answered.
-    RateServer,
-}
+/// [`WAIT_MS`] in ns.
+pub(crate) const WAIT_NS: u64 = WAIT_MS as u64 * 1_000_000;
 
-impl Role {
-    /// True when a thread in this role sends messages (a stream's receiver only receives).
-    pub(super) fn sends(self) -> bool {
-        self != Role::StreamRecv
-    }
-}
+/// [`TAIL_MS`] in ns.
+pub(crate) const TAIL_NS: u64 = TAIL_MS as u64 * 1_000_000;
 
-/// One trial as every thread runs it.
+/// One trial as every thread runs it: the common part, and the pattern's `params`.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Job {
-    pub(super) role: Role,
-    pub(super) size: usize,
-    pub(super) duration: Duration,
+pub(crate) struct Job<P> {
+    pub(crate) size: usize,
+    pub(crate) duration: Duration,
     /// How long a thread waits without progress before it gives up.
-    pub(super) idle: Duration,
+    pub(crate) idle: Duration,
     /// The moment the side was armed (the receiver's rates count from it).
-    pub(super) epoch: Instant,
-    /// Rate, client: the schedules.
-    pub(super) rate: RateJob,
+    pub(crate) epoch: Instant,
+    pub(crate) params: P,
 }
 
 /// What the threads share with their coordinator: the end of a server's trial and its
 /// target, the abort flag, each thread's progress (its own cache line), the start barrier.
-pub(super) struct Shared {
+pub(crate) struct Shared {
     /// The client ended the trial; `target` is valid (Release/Acquire).
-    pub(super) ended: AtomicBool,
+    pub(crate) ended: AtomicBool,
     /// What the server must count in all before it stops: bytes (stream) or requests (rr).
-    pub(super) target: AtomicU64,
+    pub(crate) target: AtomicU64,
     /// Stop at once: the session is over or another thread failed.
-    pub(super) abort: AtomicBool,
-    pub(super) progress: Vec<Progress>,
-    pub(super) barrier: Barrier,
+    pub(crate) abort: AtomicBool,
+    pub(crate) progress: Vec<Progress>,
+    pub(crate) barrier: Barrier,
     /// The zero of the threads' start instants.
-    pub(super) clock: Instant,
+    pub(crate) clock: Instant,
 }
 
 /// One thread's count of what it received, on a cache line of its own: written by its
 /// thread in the loop, read by others only once the client ended the trial.
 #[repr(align(128))]
 #[derive(Default)]
-pub(super) struct Progress(AtomicU64);
+pub(crate) struct Progress(AtomicU64);
 
 impl Shared {
     /// Publishes thread `w`'s count.
     #[inline]
-    pub(super) fn publish(&self, w: usize, count: u64) {
+    pub(crate) fn publish(&self, w: usize, count: u64) {
         self.progress[w].0.store(count, Ordering::Relaxed);
     }
 
     /// True once the client ended the trial and every thread together counted its target.
     #[inline]
-    pub(super) fn complete(&self) -> bool {
+    pub(crate) fn complete(&self) -> bool {
         self.ended.load(Ordering::Acquire)
             && self
                 .progress
@@ -104,12 +84,12 @@ impl Shared {
 
     /// True once the trial must stop at once.
     #[inline]
-    pub(super) fn aborted(&self) -> bool {
+    pub(crate) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Relaxed)
     }
 
     /// Readies the flags for a new trial (before it is handed to the threads).
-    pub(super) fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.ended.store(false, Ordering::SeqCst);
         self.target.store(0, Ordering::SeqCst);
         for p in &self.progress {
@@ -118,80 +98,92 @@ impl Shared {
     }
 
     /// The client ended the trial having sent `target` (bytes or requests).
-    pub(super) fn end(&self, target: u64) {
+    pub(crate) fn end(&self, target: u64) {
         self.target.store(target, Ordering::Relaxed);
         self.ended.store(true, Ordering::Release);
     }
 }
 
-/// One flow's place in an exchange: how much of the current message moved, and when its
-/// request went out.
+/// One flow's place in its messages: how much of the message being sent and of the one
+/// being received moved (a rate client does both at once), whether it waits for room.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct FlowState {
-    pub(super) fd: RawFd,
-    pub(super) off: usize,
-    pub(super) sending: bool,
-    /// Waiting for EPOLLOUT (a send stopped short) rather than EPOLLIN.
-    pub(super) want_out: bool,
-    pub(super) t0: Instant,
-    /// The stamp of the request being answered (rate server: echoed back).
-    pub(super) hdr: [u8; HEADER],
+pub(crate) struct FlowState {
+    pub(crate) fd: RawFd,
+    pub(crate) tx_off: usize,
+    pub(crate) rx_off: usize,
+    /// Waiting for EPOLLOUT (a send stopped short) rather than EPOLLIN only.
+    pub(crate) want_out: bool,
+    /// The first bytes of the message being received (a rate request's or reply's stamp:
+    /// the receive buffer is shared by the thread's flows).
+    pub(crate) hdr: [u8; HEADER],
 }
 
-/// A data thread's flows and everything its loops use, allocated outside the timed loops.
-pub(super) struct Worker {
-    pub(super) eps: Vec<Box<dyn Endpoint>>,
-    pub(super) state: Vec<FlowState>,
-    pub(super) counts: Vec<FlowCounters>,
+/// What one send call did with a flow's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// The message is all out.
+    Whole,
+    /// Part of it went out.
+    Part,
+    /// The socket had no room.
+    Full,
+}
+
+/// A data thread's flows and everything its loop uses, allocated outside the timed loop.
+pub(crate) struct Flows {
+    pub(crate) eps: Vec<Box<dyn Endpoint>>,
+    pub(crate) state: Vec<FlowState>,
+    pub(crate) counts: Vec<FlowCounters>,
     pub(super) epoll: Epoll,
-    pub(super) tx: Vec<u8>,
-    pub(super) rx: Vec<u8>,
-    /// Round trips (rr clients) or latencies (rate clients): made by the first trial that
-    /// needs one (a histogram is ~270 KiB, written whole when made; a stream thread per
-    /// flow would otherwise pay it per flow).
-    pub(super) hist: Option<LatencyHistogram>,
-    pub(super) send_calls: u64,
-    pub(super) recv_calls: u64,
-    /// Rate, client: the schedules and the replies' accounting.
-    pub(super) rate: RateState,
+    pub(crate) tx: Vec<u8>,
+    pub(crate) rx: Vec<u8>,
+    pub(crate) send_calls: u64,
+    pub(crate) recv_calls: u64,
     /// The thread's one flow blocks in its calls (a stream thread with a single flow):
-    /// the loops call it directly instead of waiting in epoll.
-    pub(super) blocking: bool,
+    /// the loop calls it directly instead of waiting in epoll.
+    pub(crate) blocking: bool,
+}
+
+fn eof() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "the peer closed a flow's data connection",
+    )
 }
 
 /// How a thread's loop ended.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct LoopEnd {
-    pub(super) end: Instant,
+pub(crate) struct LoopEnd {
+    pub(crate) end: Instant,
     /// The last receive that moved data.
-    pub(super) last_recv: Option<Instant>,
-    pub(super) timed_out: bool,
+    pub(crate) last_recv: Option<Instant>,
+    pub(crate) timed_out: bool,
 }
 
 /// One thread's trial.
 #[derive(Debug, Clone)]
-pub(super) struct Report {
+pub(crate) struct Report<O> {
     /// Its flows' counts, in its own order (flow `w + T·j` at `j`).
-    pub(super) flows: Vec<FlowCounters>,
-    pub(super) cpu: ThreadCounters,
-    pub(super) send_calls: u64,
-    pub(super) recv_calls: u64,
+    pub(crate) flows: Vec<FlowCounters>,
+    pub(crate) cpu: ThreadCounters,
+    pub(crate) send_calls: u64,
+    pub(crate) recv_calls: u64,
     /// When it left the start barrier, ns since the pool's clock.
-    pub(super) start_ns: u64,
-    pub(super) end_ns: u64,
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
     /// Its last receive, ns since the job's epoch (0 without one).
-    pub(super) last_recv_ns: u64,
-    pub(super) timed_out: bool,
-    /// Round trips (rr clients) or latencies from the intended send time (rate clients).
-    pub(super) hist: Option<LatencyHistogram>,
-    /// Rate clients: the schedule's figures.
-    pub(super) rate: Option<RateReport>,
+    pub(crate) last_recv_ns: u64,
+    pub(crate) timed_out: bool,
+    /// Round trips (pingpong clients) or latencies from the intended send time (rate).
+    pub(crate) hist: Option<LatencyHistogram>,
+    /// The pattern's own figures (its machine's `Out`).
+    pub(crate) out: O,
 }
 
-impl Worker {
-    pub(super) fn new(eps: Vec<Box<dyn Endpoint>>) -> io::Result<Self> {
+impl Flows {
+    /// A thread's flows, made non-blocking and registered for EPOLLIN under their index.
+    pub(crate) fn new(eps: Vec<Box<dyn Endpoint>>) -> io::Result<Self> {
         let epoll = Epoll::new(eps.len())?;
-        let now = Instant::now();
         let mut state = Vec::with_capacity(eps.len());
         for (i, ep) in eps.iter().enumerate() {
             let fd = ep.raw_fd().ok_or_else(|| {
@@ -204,10 +196,9 @@ impl Worker {
             epoll.add(fd, i, IN)?;
             state.push(FlowState {
                 fd,
-                off: 0,
-                sending: false,
+                tx_off: 0,
+                rx_off: 0,
                 want_out: false,
-                t0: now,
                 hdr: [0; HEADER],
             });
         }
@@ -218,28 +209,72 @@ impl Worker {
             epoll,
             tx: Vec::new(),
             rx: Vec::new(),
-            hist: None,
             send_calls: 0,
             recv_calls: 0,
-            rate: RateState::default(),
             blocking: false,
         })
     }
 
-    /// Waits up to `ms` for ready flows and says how many. A blocking thread does not wait
+    /// Readies one trial outside the timed loop: counts to zero, buffers large enough (a
+    /// send buffer only when `sends`), every flow at the start of its messages and waiting
+    /// for room (`to_send`) or data; with `block` and a single flow, the flow leaves epoll
+    /// and its calls block for at most that many ms.
+    pub(crate) fn ready(
+        &mut self,
+        size: usize,
+        sends: bool,
+        to_send: bool,
+        block: Option<i32>,
+    ) -> io::Result<()> {
+        self.counts.fill(FlowCounters::default());
+        (self.send_calls, self.recv_calls) = (0, 0);
+        let rx = size.max(64 * 1024);
+        if sends && self.tx.len() < size {
+            self.tx = vec![0x5a; size];
+        }
+        if self.rx.len() < rx {
+            self.rx = vec![0; rx];
+        }
+        // A stream thread with one flow lets its calls block (iperf2's thread per flow): on
+        // two CPUs, 8 flows each on a thread of its own moved 1.3× the bytes they moved in
+        // epoll, whose waits left the CPUs idle 12% of the time (docs/performance-flows.md).
+        // Its socket leaves the epoll set meanwhile, so no wake-up also runs epoll's callback.
+        let ms = block.filter(|_| self.eps.len() == 1);
+        if ms.is_some() != self.blocking {
+            let st = &mut self.state[0];
+            if ms.is_some() {
+                self.epoll.remove(st.fd)?;
+            } else {
+                self.epoll.add(st.fd, 0, IN)?;
+                st.want_out = false;
+            }
+            epoll::set_blocking(st.fd, ms.is_some(), ms.unwrap_or(0))?;
+            self.blocking = ms.is_some();
+        }
+        for (i, st) in self.state.iter_mut().enumerate() {
+            if !self.blocking && st.want_out != to_send {
+                self.epoll
+                    .modify(st.fd, i, if to_send { OUT } else { IN })?;
+            }
+            (st.tx_off, st.rx_off, st.want_out) = (0, 0, to_send);
+        }
+        Ok(())
+    }
+
+    /// Waits up to `ns` for ready flows and says how many. A blocking thread does not wait
     /// here: its one flow is always "ready", and its call waits (with a timeout).
     #[inline]
-    pub(super) fn wait(&mut self, ms: i32) -> io::Result<usize> {
+    pub(crate) fn wait(&mut self, ns: u64) -> io::Result<usize> {
         if self.blocking {
             Ok(1)
         } else {
-            self.epoll.wait(ms)
+            self.epoll.wait_ns(ns)
         }
     }
 
     /// The flow of ready event `k` of the last [`wait`](Self::wait).
     #[inline]
-    pub(super) fn flow(&self, k: usize) -> usize {
+    pub(crate) fn flow(&self, k: usize) -> usize {
         if self.blocking {
             0
         } else {
@@ -247,61 +282,115 @@ impl Worker {
         }
     }
 
-    /// Readies one trial outside the timed loop: counts to zero, buffers large enough,
-    /// every flow waiting to receive.
-    pub(super) fn ready(&mut self, job: &Job, index: usize, threads: usize) -> io::Result<()> {
-        self.counts.fill(FlowCounters::default());
-        (self.send_calls, self.recv_calls) = (0, 0);
-        let rx = job.size.max(64 * 1024);
-        // Only a thread that sends holds a send buffer (a stream's receiving threads none).
-        if job.role.sends() && self.tx.len() < job.size {
-            self.tx = vec![0x5a; job.size];
-        }
-        if self.rx.len() < rx {
-            self.rx = vec![0; rx];
-        }
-        if matches!(job.role, Role::RrClient | Role::RateClient) {
-            self.hist.get_or_insert_with(LatencyHistogram::new).reset();
-        }
-        if job.role == Role::RateClient {
-            let flows = self.eps.len();
-            // This thread's j-th flow is flow `index + threads·j` of the session.
-            self.rate.ready(
-                &job.rate,
-                job.duration,
-                (0..flows).map(|j| index + threads * j),
-            );
-        }
-        // A stream thread with one flow lets its calls block (iperf2's thread per flow): on
-        // two CPUs, 8 flows each on a thread of its own moved 1.3× the bytes they moved in
-        // epoll, whose waits left the CPUs idle 12% of the time (docs/performance-flows.md).
-        // Its socket leaves the epoll set meanwhile, so no wake-up also runs epoll's callback.
-        let blocking =
-            self.eps.len() == 1 && matches!(job.role, Role::StreamSend | Role::StreamRecv);
-        if blocking != self.blocking {
-            let st = &mut self.state[0];
-            let ms = match job.role {
-                _ if !blocking => 0,
-                Role::StreamSend => WAIT_MS,
-                _ => TAIL_MS,
-            };
-            if blocking {
-                self.epoll.remove(st.fd)?;
-            } else {
-                self.epoll.add(st.fd, 0, IN)?;
-                st.want_out = false;
+    /// One send of what is left of flow `i`'s `size`-byte message from the send buffer,
+    /// counted (a message cut short by the end counts its part).
+    #[inline]
+    pub(crate) fn send_once(&mut self, i: usize, size: usize) -> io::Result<Sent> {
+        let st = &mut self.state[i];
+        loop {
+            match self.eps[i].send(&self.tx[st.tx_off..size]) {
+                Ok(m) => {
+                    self.send_calls += 1;
+                    let f = &mut self.counts[i];
+                    f.bytes_sent += m as u64;
+                    st.tx_off += m;
+                    if st.tx_off < size {
+                        return Ok(Sent::Part);
+                    }
+                    st.tx_off = 0;
+                    f.messages_sent += 1;
+                    return Ok(Sent::Whole);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Sent::Full),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-            epoll::set_blocking(st.fd, blocking, ms)?;
-            self.blocking = blocking;
         }
-        // A stream sender waits for room to send; every other loop for data to receive.
-        let out = job.role == Role::StreamSend;
-        for (i, st) in self.state.iter_mut().enumerate() {
-            if !self.blocking && st.want_out != out {
-                self.epoll.modify(st.fd, i, if out { OUT } else { IN })?;
+    }
+
+    /// Sends what is left of flow `i`'s message; true once it is all out (the flow then
+    /// waits for data only). A send cut short makes the flow wait for room too (`reading`:
+    /// for data as well meanwhile).
+    #[inline]
+    pub(crate) fn push(&mut self, i: usize, size: usize, reading: bool) -> io::Result<bool> {
+        loop {
+            match self.send_once(i, size)? {
+                Sent::Whole => break,
+                Sent::Part => {}
+                Sent::Full => {
+                    let st = &mut self.state[i];
+                    if !st.want_out {
+                        let ev = if reading { IN | OUT } else { OUT };
+                        self.epoll.modify(st.fd, i, ev)?;
+                        st.want_out = true;
+                    }
+                    return Ok(false);
+                }
             }
-            (st.off, st.sending, st.want_out) = (0, false, out);
         }
-        Ok(())
+        let st = &mut self.state[i];
+        if st.want_out {
+            self.epoll.modify(st.fd, i, IN)?;
+            st.want_out = false;
+        }
+        Ok(true)
+    }
+
+    /// Receives into flow `i`'s current `size`-byte message; true once it is complete. Its
+    /// first bytes are kept with the flow ([`FlowState::hdr`]).
+    #[inline]
+    pub(crate) fn pull(&mut self, i: usize, size: usize) -> io::Result<bool> {
+        let st = &mut self.state[i];
+        match self.eps[i].recv(&mut self.rx[st.rx_off..size]) {
+            Ok(0) => Err(eof()),
+            Ok(m) => {
+                if st.rx_off < HEADER {
+                    let end = (st.rx_off + m).min(HEADER);
+                    st.hdr[st.rx_off..end].copy_from_slice(&self.rx[st.rx_off..end]);
+                }
+                self.recv_calls += 1;
+                let f = &mut self.counts[i];
+                f.bytes_received += m as u64;
+                st.rx_off += m;
+                if st.rx_off < size {
+                    return Ok(false);
+                }
+                f.messages_received += 1;
+                st.rx_off = 0;
+                Ok(true)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One receive of whatever flow `i` has, into the whole receive buffer (a stream's
+    /// receiver: no message boundaries), counted: the bytes (0 when none were waiting).
+    #[inline]
+    pub(crate) fn recv_some(&mut self, i: usize) -> io::Result<usize> {
+        match self.eps[i].recv(&mut self.rx) {
+            Ok(0) => Err(eof()),
+            Ok(m) => {
+                self.recv_calls += 1;
+                self.counts[i].bytes_received += m as u64;
+                Ok(m)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

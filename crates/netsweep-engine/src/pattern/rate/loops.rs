@@ -5,7 +5,8 @@
 //! the timeline's buckets); the server echoes with pingpong's loop. Everything they write
 //! was sized before the trial: nothing here allocates, logs or locks.
 
-use crate::pattern::dgram::{parse, stamp};
+use super::ledger::{checkpoint, Answers, Ledger, CHECKPOINTS};
+use crate::pattern::dgram::stamp;
 use crate::pattern::{count_send_error, yield_cpu};
 use netsweep_endpoint::{is_timeout, Endpoint};
 use netsweep_model::load::{CoarseHistogram, Schedule};
@@ -148,16 +149,6 @@ fn send_request(
     }
 }
 
-/// Checkpoints of the delivered count: the ends of windows from 9/16 to 16/16 of a trial's
-/// schedule.
-pub(crate) const CHECKPOINTS: usize = 8;
-
-/// Checkpoint `j` of a schedule of `duration_ns`.
-#[inline]
-pub(crate) fn checkpoint(duration_ns: u64, j: usize) -> u64 {
-    (duration_ns as u128 * (9 + j) as u128 / 16) as u64
-}
-
 /// The sender's results besides its counters.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Sent {
@@ -241,17 +232,8 @@ pub(super) fn sender(
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Received {
     pub counters: SideCounters,
-    /// Distinct requests of this trial answered.
-    pub received: u64,
-    /// Answers after the grace period (not in the histogram) and echoes of earlier trials.
-    pub late: u64,
-    /// Answers of a request already answered.
-    pub duplicates: u64,
-    /// Answers that arrived by each checkpoint plus the smallest latency seen (answers first
-    /// counted at checkpoint j are in `arrived_at[j]`; the count by j is the prefix sum): the
-    /// delivered rate's counts (what the path carried by then, shifted by the unloaded
-    /// latency; a backlog drained after the schedule is not counted).
-    pub arrived_at: [u64; CHECKPOINTS],
+    /// The replies' accounting (`ledger.rs`).
+    pub answers: Answers,
 }
 
 /// What a receiver trial runs with.
@@ -279,11 +261,10 @@ pub(crate) struct Replies<'a> {
     seen: &'a mut [u64],
     buckets: &'a mut [Bucket],
     r: Received,
+    ledger: Ledger,
     datagram: bool,
     /// Bytes of the current reply read so far (streams).
     off: usize,
-    min_latency: u64,
-    cps: [u64; CHECKPOINTS],
     /// When the wait for missing replies ends (set once the sender is done).
     deadline: Option<u64>,
     start: Instant,
@@ -303,10 +284,9 @@ impl<'a> Replies<'a> {
             seen,
             buckets,
             r: Received::default(),
+            ledger: Ledger::new(plan.cookie, plan.grace_ns, plan.window_ns),
             datagram,
             off: 0,
-            min_latency: u64::MAX,
-            cps: std::array::from_fn(|j| checkpoint(plan.window_ns, j)),
             deadline: None,
             start: Instant::now(),
         }
@@ -316,7 +296,7 @@ impl<'a> Replies<'a> {
     /// (datagrams) the grace period after the last send ran out; a stream waits for every
     /// reply up to the timeout beyond the grace period, then fails.
     fn settled(&mut self, sent: u64) -> io::Result<bool> {
-        if self.r.received >= sent {
+        if self.ledger.answers.received >= sent {
             return Ok(true);
         }
         let now = since(self.plan.epoch);
@@ -381,45 +361,17 @@ impl<'a> Replies<'a> {
     /// time: what lands where must not depend on how the test host schedules threads).
     #[inline]
     fn reply_at(&mut self, msg: &[u8], now: u64) {
-        let (plan, r) = (self.plan, &mut self.r);
-        r.counters.messages_received += 1;
-        let cap = self.seen.len() as u64 * 64;
-        let Some((cookie, seq, due)) = parse(msg) else {
-            r.late += 1;
+        self.r.counters.messages_received += 1;
+        let whole = msg.len() == self.plan.size;
+        let Some(on) = self.ledger.account(msg, whole, self.seen, now) else {
             return;
         };
-        if cookie != plan.cookie || seq >= cap || msg.len() != plan.size {
-            // An echo of an earlier trial, counted lost there.
-            r.late += 1;
-            return;
-        }
-        let (w, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
-        if self.seen[w] & bit != 0 {
-            r.duplicates += 1;
-            return;
-        }
-        self.seen[w] |= bit;
-        r.received += 1;
-        let latency = now.saturating_sub(due);
-        self.min_latency = self.min_latency.min(latency);
-        let min_latency = self.min_latency;
-        if let Some(j) = self
-            .cps
-            .iter()
-            .position(|&c| now <= c.saturating_add(min_latency))
-        {
-            r.arrived_at[j] += 1;
-        }
-        if latency > plan.grace_ns {
-            r.late += 1;
-            return;
-        }
-        self.hist.record(latency);
-        let nb = self.buckets.len();
-        let b = &mut self.buckets[bucket(due, plan.interval_ns, nb)];
+        self.hist.record(on.latency);
+        let (interval, nb) = (self.plan.interval_ns, self.buckets.len());
+        let b = &mut self.buckets[bucket(on.due, interval, nb)];
         b.answered += 1;
-        b.hist.record(latency);
-        self.buckets[bucket(now, plan.interval_ns, nb)].arrived += 1;
+        b.hist.record(on.latency);
+        self.buckets[bucket(now, interval, nb)].arrived += 1;
     }
 
     /// After the sender's `sent` requests: receives until [`Replies::settled`] (the
@@ -439,6 +391,7 @@ impl<'a> Replies<'a> {
     /// The trial's receiving figures.
     pub(crate) fn finish(mut self) -> Received {
         self.r.counters.active_ns = self.start.elapsed().as_nanos() as u64;
+        self.r.answers = self.ledger.answers;
         self.r
     }
 }

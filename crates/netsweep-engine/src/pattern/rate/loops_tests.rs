@@ -185,13 +185,13 @@ fn every_reply_is_accounted(client: Sock, peer: Sock, size: usize, echoed_per_re
     assert_eq!(sent.counters.messages_sent, 200);
     assert_eq!(sent.counters.bytes_sent, 200 * size as u64);
     assert_eq!(echoed, 200 * echoed_per_request);
-    assert_eq!(got.received, 200, "{got:?}");
-    assert_eq!((got.late, got.duplicates), (0, 0));
+    assert_eq!(got.answers.received, 200, "{got:?}");
+    assert_eq!((got.answers.late, got.answers.duplicates), (0, 0));
     assert_eq!(got.counters.messages_received, 200);
     assert_eq!(got.counters.bytes_received, 200 * size as u64);
     assert_eq!(lateness.count(), 200);
     // Replies that came after the schedule's last checkpoint (a stalled echo) are not in it.
-    assert!(got.arrived_at.iter().sum::<u64>() <= 200, "{got:?}");
+    assert!(got.answers.arrived_at.iter().sum::<u64>() <= 200, "{got:?}");
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn a_silent_peer_ends_the_trial(client: Sock, size: usize) {
     let err = sent.expect_err("a full queue must end the trial");
     assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
     assert!(err.to_string().contains("socket stayed full"), "{err}");
-    assert_eq!(got.received, 0);
+    assert_eq!(got.answers.received, 0);
 }
 
 #[test]
@@ -270,8 +270,15 @@ fn replies_land_by_their_arrival_and_intended_send_times() {
         replies.reply_at(&msg(seq, due), now);
     }
     let got = replies.finish();
-    assert_eq!(got.arrived_at, [2, 1, 0, 0, 0, 0, 0, 1]);
-    assert_eq!((got.received, got.duplicates, got.late), (5, 1, 1));
+    assert_eq!(got.answers.arrived_at, [2, 1, 0, 0, 0, 0, 0, 1]);
+    assert_eq!(
+        (
+            got.answers.received,
+            got.answers.duplicates,
+            got.answers.late
+        ),
+        (5, 1, 1)
+    );
     assert_eq!(got.counters.messages_received, 6);
     // The histogram holds the answers within the grace period: every one but seq 4's.
     assert_eq!(hist.count(), 4);

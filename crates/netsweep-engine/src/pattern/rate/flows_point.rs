@@ -1,31 +1,46 @@
 //! The client's side of a rate session with `--flows`: the offered load is shared evenly by
-//! the flows, each on a schedule of its own (`rate`); each trial's thread reports are added
+//! the flows, each on a schedule of its own (`flow.rs`); each trial's thread reports are added
 //! into one side's counters and one set of rate totals, and the point is the single-flow
 //! rate point (`pattern::rate::rate_point`: delivered rate, latency from the intended send
 //! time, lateness, exact counts, the same notes) plus the flows figures: requests answered
 //! per second per flow, Jain's fairness index, the start skew, each thread's CPU.
 
-use super::client::{connect, merge, per_second, Sums};
-use super::pool::Pool;
-use super::rate_state::RateJob;
-use super::worker::{Job, Report, Role};
+use super::flow::{RateJob, RateReport, Scheduling};
+use super::point::{delivered, offered_load, rate_point, Measured, Totals};
+use super::GRACE;
 use crate::error::NetError;
 use crate::pattern::dgram::trial_cookie;
-use crate::pattern::rate::{delivered, offered_load, rate_point, Measured, Totals, GRACE};
-use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};
+use crate::pattern::echo::flow::Echo;
+use crate::pattern::flows::client::{connect, merge, per_second, Sums};
+use crate::pattern::flows::pool::Pool;
+use crate::pattern::flows::worker::{Job, Report};
+use crate::pattern::flows::{server, threads_memory};
+use crate::pattern::{
+    any_trial, ClientOpen, ClientPattern, PointFigures, Registration, Sizing, TrialOutcome,
+};
 use crate::point::Tally;
 use netsweep_endpoint::Endpoint;
 use netsweep_model::load::{Arrivals, Schedule};
 use netsweep_model::results::{Placement, PointResult, StopReason};
-use netsweep_model::spec::RunSpec;
+use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{GrantedKnobs, SideCounters, TrialSpec};
 use std::io;
 use std::time::{Duration, Instant};
 
+/// Rate over `--flows`: each flow on a schedule of its own, the server's echo stamped.
+pub(crate) const FLOWS: Registration = Registration {
+    pattern: Pattern::Rate,
+    client: open,
+    server: server::open::<Echo<true>>,
+    check_trial: any_trial,
+    server_memory: |s| threads_memory(s, true),
+    flows: None,
+};
+
 /// Opens the client's side of a rate session with flows.
-pub(super) fn open(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
-    let c = connect(o)?;
+fn open(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetError> {
+    let c = connect::<Scheduling>(o)?;
     Ok(Box::new(Client {
         pool: c.pool,
         flows: c.flows,
@@ -52,7 +67,7 @@ pub(super) fn open(o: &ClientOpen<'_>) -> Result<Box<dyn ClientPattern>, NetErro
 }
 
 struct Client {
-    pool: Pool,
+    pool: Pool<Scheduling>,
     flows: usize,
     granted: GrantedKnobs,
     memory_note: Option<String>,
@@ -81,7 +96,7 @@ struct Client {
 
 impl Client {
     /// Adds the threads' rate reports of one trial into the trial's figures.
-    fn gather(&mut self, reports: &[Report]) -> io::Result<()> {
+    fn gather(&mut self, reports: &[Report<RateReport>]) -> io::Result<()> {
         let merge_err = |e: netsweep_model::stats::StatsError| io::Error::other(e.to_string());
         self.trial_hist.reset();
         self.trial_lateness.reset();
@@ -96,7 +111,7 @@ impl Client {
             if let Some(h) = &r.hist {
                 self.trial_hist.merge(h).map_err(merge_err)?;
             }
-            let Some(x) = &r.rate else { continue };
+            let x = &r.out;
             if let Some(l) = &x.lateness {
                 self.trial_lateness.merge(l).map_err(merge_err)?;
             }
@@ -223,12 +238,11 @@ impl ClientPattern for Client {
     fn run_trial(&mut self, trial: u64, spec: &TrialSpec) -> io::Result<SideCounters> {
         let duration = Duration::from_nanos(spec.duration_ns.max(1));
         let job = Job {
-            role: Role::RateClient,
             size: self.size,
             duration,
             idle: self.timeout,
             epoch: Instant::now(),
-            rate: RateJob {
+            params: RateJob {
                 per_flow: self.rate / self.flows.max(1) as f64,
                 arrivals: self.arrivals,
                 seed: Schedule::trial_seed(self.seed, trial),
