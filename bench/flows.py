@@ -202,13 +202,13 @@ def ensure_peers():
 
 
 def main():
+    global NETSWEEP
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance-flows.md"))
     ap.add_argument("--netsweep", default=NETSWEEP,
                     help="the netsweep binary to measure (default: target/release/netsweep)")
     a = ap.parse_args()
-    global NETSWEEP
     NETSWEEP = os.path.abspath(a.netsweep)
     ensure_peers()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())

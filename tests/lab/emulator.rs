@@ -159,37 +159,65 @@ fn a_delayed_path_adds_its_delay_to_the_round_trip() {
             ],
         );
         let r = v["points"][0]["latency"]["rtt_ns"].clone();
-        (r["p50"].as_f64().unwrap(), r["p99"].as_f64().unwrap())
+        let f = |k: &str| r[k].as_f64().unwrap();
+        (f("min"), f("p50"), f("p99"))
     };
     let quiet = Quiet::start();
-    let (plain, _) = rtt(1);
-    let (p50, p99) = rtt(0);
+    let (plain_min, plain, _) = rtt(1);
+    let w = Window::open(lab.lab.layout());
+    let (min, p50, p99) = rtt(0);
+    let (window, _) = w.close();
     let quiet = quiet.finish();
-    // 2 × 10 ms plus the path's own round trip (through an emulator that does nothing),
-    // within 1% of the delay + 100 µs.
-    // On a busy host the two ends, asleep for 10 ms each exchange, wake later than on a
-    // path that keeps them running: the tight bound holds where the machine is idle, a
-    // millisecond's where it is not.
-    let want = 20e6 + plain;
+    // The emulator's own account of how late it released frames over the same window, each
+    // way: on a host that takes its CPU away, the round trip carries that lateness.
+    let late = |d: usize| direction(&window, d).1["p50_ns"].as_u64().unwrap() as f64;
+    let (late_out, late_back) = (late(0), late(1));
+    // The delay is a floor that a busy host only adds to: the fastest exchange through the
+    // emulator is never under the fastest on the plain path plus 2 × 10 ms (less 1%), and over
+    // it by no more than 1% and the emulator's own hop (two user-space relays, 500 µs at
+    // most) on any host that let a few exchanges of the run through untouched.
+    let floor = 20e6 + plain_min;
+    assert!(
+        min >= floor - 0.01 * 20e6 && min <= floor + 0.01 * 20e6 + 500e3,
+        "RTT min {:.3} ms, want {:.3} ms + up to 1% and 0.5 ms (plain path min {:.3} ms)",
+        min / 1e6,
+        floor / 1e6,
+        plain_min / 1e6
+    );
+    // The median: 2 × 10 ms, the path's own round trip and what the emulator says it added,
+    // within 1% + 100 µs where the machine is idle. On a busy host the two ends, asleep for
+    // 10 ms each exchange, wake later than on a path that keeps them running, by as much as
+    // the host stalls (a measured 1.3 ms p99 at 7% steal): there only a gross error (a
+    // quarter of the delay) fails it.
+    let want = 20e6 + plain + late_out + late_back;
     let slack = match &quiet {
-        None => 100e3,
+        None => 0.01 * 20e6 + 100e3,
         Some(why) => {
-            eprintln!("the RTT bound is 1% + 1 ms, not 1% + 100 µs: {why}");
-            1e6
+            eprintln!("SKIPPED the RTT p50 bound (1% + 100 µs), kept 25% of the delay: {why}");
+            0.25 * 20e6
         }
     };
     assert!(
-        (p50 - want).abs() <= 0.01 * 20e6 + slack,
-        "RTT p50 {:.3} ms, want {:.3} ms (plain path {:.3} ms)",
+        (p50 - want).abs() <= slack,
+        "RTT p50 {:.3} ms, want {:.3} ms ± {:.3} ms (plain path {:.3} ms, emulator lateness \
+         p50 {:.3} and {:.3} ms)",
         p50 / 1e6,
         want / 1e6,
-        plain / 1e6
+        slack / 1e6,
+        plain / 1e6,
+        late_out / 1e6,
+        late_back / 1e6
     );
     eprintln!(
-        "emulated RTT p50 {:.3} ms p99 {:.3} ms; plain path p50 {:.3} ms",
+        "emulated RTT min {:.3} ms p50 {:.3} ms p99 {:.3} ms; plain path min {:.3} ms p50 {:.3} \
+         ms; emulator lateness p50 {:.0} and {:.0} µs",
+        min / 1e6,
         p50 / 1e6,
         p99 / 1e6,
-        plain / 1e6
+        plain_min / 1e6,
+        plain / 1e6,
+        late_out / 1e3,
+        late_back / 1e3
     );
     match &quiet {
         None => assert!(p99 <= 1.05 * p50, "p99 {p99} above 1.05 × p50 {p50}"),
