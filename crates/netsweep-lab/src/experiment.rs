@@ -36,6 +36,7 @@ pub(crate) struct RawFigure {
     size: Option<Spanned<Value>>,
     log_x: Option<bool>,
     log_y: Option<bool>,
+    run: Option<String>,
 }
 
 /// The factors a run varies (its `factors`, or all of them) and the combinations it lists
@@ -222,6 +223,7 @@ pub(crate) fn parse_figures(
             size,
             log_x: rf.log_x,
             log_y: rf.log_y,
+            run: rf.run.clone(),
         };
         spec.check(design).map_err(|m| (field.clone(), at, m))?;
         out.push(spec);

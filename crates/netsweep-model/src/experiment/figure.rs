@@ -37,6 +37,9 @@ pub struct FigureSpec {
     /// Logarithmic y axis (default: no).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_y: Option<bool>,
+    /// Only the cells of this `[[run]]` (default: every cell that measures `y`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl FigureSpec {
@@ -58,6 +61,16 @@ impl FigureSpec {
                 )
             })
         };
+        if let Some(run) = &self.run {
+            if !design.cells.iter().any(|c| &c.run == run) {
+                let mut runs: Vec<&str> = design.cells.iter().map(|c| c.run.as_str()).collect();
+                runs.dedup();
+                return Err(format!(
+                    "run: no [[run]] called \"{run}\": the runs are {}",
+                    quoted(runs.into_iter())
+                ));
+            }
+        }
         let mut used = Vec::new();
         if self.x != SIZE {
             used.push(factor("x", &self.x)?);
@@ -106,6 +119,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             size: None,
             log_x: None,
             log_y: None,
+            run: None,
         });
     }
     if several_sizes || names.is_empty() {
@@ -119,6 +133,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             size: None,
             log_x: None,
             log_y: None,
+            run: None,
         });
     }
     out

@@ -62,6 +62,7 @@ fn panels_of(spec: &FigureSpec, design: &Design) -> Vec<Panel> {
         .iter()
         .enumerate()
         .filter(|(_, c)| named.iter().all(|&f| c.level_of(f).is_some()))
+        .filter(|(_, c)| spec.run.as_ref().is_none_or(|r| *r == c.run))
         .collect();
     if cells.is_empty() {
         return out;

@@ -93,6 +93,7 @@ fn spec(x: &str, series: Option<&str>) -> FigureSpec {
         size: None,
         log_x: None,
         log_y: None,
+        run: None,
     }
 }
 
@@ -163,4 +164,40 @@ fn more_than_six_series_become_small_multiples() {
     assert_eq!(per_panel, [6, 2]);
     assert_eq!(drawn.charts[1].series[0].label, "band 6");
     assert_eq!(drawn.charts[0].title, "series 1–6");
+}
+
+#[test]
+fn a_figure_of_one_run_draws_only_that_runs_cells() {
+    // The same grid measured by two runs: "rtt" for band 0 and 1, "other" for the rest.
+    let mut d = design(4);
+    for c in &mut d.cells {
+        if c.at[0].1 >= 2 {
+            c.run = "other".into();
+        }
+    }
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let all = draw(&spec("band", Some("load")), &d, &obs).unwrap();
+    assert_eq!(all.charts.len(), 2, "a panel per run without `run`");
+    let one = FigureSpec {
+        run: Some("rtt".into()),
+        ..spec("band", Some("load"))
+    };
+    one.check(&d).unwrap();
+    let drawn = draw(&one, &d, &obs).unwrap();
+    assert_eq!(drawn.charts.len(), 1);
+    let c = &drawn.charts[0];
+    assert!(
+        c.series.iter().all(|s| s.points.len() == 2),
+        "bands 0 and 1 only"
+    );
+    let unknown = FigureSpec {
+        run: Some("nope".into()),
+        ..spec("band", None)
+    };
+    let e = unknown.check(&d).unwrap_err();
+    assert!(e.contains("\"rtt\"") && e.contains("\"other\""), "{e}");
 }
