@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a seed scenario's results, for docs/experiments/<seed>/tables.md.
 
-    tables.py SEED OUT...   SEED is 000, 001, 003 or 004; OUT are the scenario output
+    tables.py SEED OUT...   SEED is 000, 003 or 004 (001's page is generated); OUT are the scenario output
                             directories (`netsweep scenario run FILE -o OUT`), named by file stem.
 Reads only the results JSON files; prints Markdown on stdout.
 """
@@ -126,22 +126,6 @@ def seed000_xdp(out):
     return s
 
 
-def seed001(dirs):
-    out = dirs["001-udp-rr-checksum"]
-    names = ["udp-checksum", "udp-no-checksum", "udp-offload", "tcp-basic", "tcp-zerocopy"]
-    runs = {n: load(out, n) for n in names}
-    rows = []
-    for i, p in enumerate(runs[names[0]]["points"]):
-        row = [str(p["size"])]
-        for n in names:
-            row.append(fmt(half_rtt_us(runs[n]["points"][i]), 2))
-        zc = runs["tcp-zerocopy"]["points"][i]["client"]
-        row.append(f"{zc.get('zerocopy_copied', 0)}/{zc.get('zerocopy_completions', 0)}")
-        rows.append(row)
-    return table(["size (B)"] + [f"{n} RTT/2 p50 (µs)" for n in names]
-                 + ["zerocopy: copied/completions (client)"], rows)
-
-
 def seed003(dirs):
     s = ""
     for stem, title in [("003-redirector", "no shaping"),
@@ -200,7 +184,7 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     dirs = {os.path.basename(os.path.normpath(d)): d for d in sys.argv[2:]}
-    print({"000": seed000, "001": seed001, "003": seed003, "004": seed004}[sys.argv[1]](dirs), end="")
+    print({"000": seed000, "003": seed003, "004": seed004}[sys.argv[1]](dirs), end="")
 
 
 if __name__ == "__main__":

@@ -53,11 +53,16 @@ fn every_seed_scenario_passes_scenario_check() {
 }
 
 /// The seed's scenario text with each `(from, to)` replaced (every `from` must occur), and one
-/// repetition of each cell instead of five: results `<cell>.json`.
+/// repetition of each cell instead of its `repeat`: results `<cell>.json`.
 fn shortened(stem: &str, subs: &[(&str, &str)]) -> String {
-    let mut text = std::fs::read_to_string(seed_file(stem))
+    let mut text: String = std::fs::read_to_string(seed_file(stem))
         .unwrap()
-        .replace("repeat = 5", "repeat = 1");
+        .lines()
+        .map(|l| match l.starts_with("repeat = ") {
+            true => "repeat = 1\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
     for (from, to) in subs {
         assert!(
             text.contains(from),
@@ -197,20 +202,37 @@ fn seed_000_measures_packet_and_udp_to_the_mtu_and_udp_to_65507() {
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn seed_001_measures_rtt_halves_with_and_without_checksums_and_zerocopy() {
     let _l = lab_test("seed_001");
+    // Each point one 5 ms trial; only the sizes the claims read (the udp sweep at 1 B, 1 KB and
+    // 8 KB, the large one at 65000 B) and the zero-copy one at 8 KB and 16 KB.
     let text = shortened(
         "001-udp-rr-checksum",
-        &[SHORT, (r#""1,1k..8k:+1k""#, r#""1,8k""#)],
+        &[
+            (
+                r#""--trial-time", "200ms", "--min-trials", "3", "--max-trials", "5", "--max-point-time", "2s""#,
+                r#""--trial-time", "5ms", "--max-point-time", "60ms""#,
+            ),
+            (r#""1,1k..8k:+1k""#, r#""1,1k,8k""#),
+            (r#""8k..56k:+16k,65000""#, r#""65000""#),
+            (r#""1k,8k,16k,64000""#, r#""8k,16k""#),
+        ],
     );
     let out = run_scenario("seed001", &text);
-    for name in [
-        "udp-sw-csum-software",
-        "udp-sw-csum-none",
-        "udp-offload-software",
-        "tcp-copy",
-        "tcp-zerocopy",
-    ] {
+    let cells = [
+        ("udp-sw-csum-software", vec![1, 1024, 8192]),
+        ("udp-sw-csum-none", vec![1, 1024, 8192]),
+        ("udp-offload-software", vec![1, 1024, 8192]),
+        ("udp-mtu1500-software", vec![1, 1024, 8192]),
+        ("udp-mtu1500-none", vec![1, 1024, 8192]),
+        ("udp-large-software", vec![65000]),
+        ("udp-large-none", vec![65000]),
+        ("zc-udp-copy", vec![8192, 16384]),
+        ("zc-udp-zerocopy", vec![8192, 16384]),
+        ("zc-tcp-copy", vec![8192, 16384]),
+        ("zc-tcp-zerocopy", vec![8192, 16384]),
+    ];
+    for (name, want) in &cells {
         let r = load(&out, name);
-        assert_eq!(sizes(&r), [1, 8192], "{name}");
+        assert_eq!(&sizes(&r), want, "{name}");
         for p in r["points"].as_array().unwrap() {
             let l = &p["latency"];
             let (rtt, half) = (
@@ -220,22 +242,52 @@ fn seed_001_measures_rtt_halves_with_and_without_checksums_and_zerocopy() {
             assert!(rtt > 0.0 && (half - rtt / 2.0).abs() < 1.0, "{name}: {l}");
         }
     }
-    // SO_NO_CHECK on one run only, as the kernel read it back on both ends.
-    for side in ["client", "server"] {
-        assert_eq!(
-            load(&out, "udp-sw-csum-none")["granted"][side]["no_check"],
-            true
-        );
-        assert_eq!(
-            load(&out, "udp-sw-csum-software")["granted"][side]["no_check"],
-            false
-        );
+    // SO_NO_CHECK on the "none" cells only, as the kernel read it back on both ends.
+    for (name, none) in [
+        ("udp-sw-csum-none", true),
+        ("udp-sw-csum-software", false),
+        ("udp-mtu1500-none", true),
+        ("udp-large-none", true),
+        ("udp-large-software", false),
+    ] {
+        for side in ["client", "server"] {
+            assert_eq!(
+                load(&out, name)["granted"][side]["no_check"],
+                none,
+                "{name}"
+            );
+        }
     }
-    // MSG_ZEROCOPY: every zero-copy send completes, copied or not.
-    let zc = load(&out, "tcp-zerocopy");
-    let c = &zc["points"][1]["client"];
-    assert!(c["zerocopy_completions"].as_u64().unwrap() > 0, "{c}");
-    assert!(c["zerocopy_copied"].as_u64() <= c["zerocopy_completions"].as_u64());
+    // Both ends on one CPU, as the scenario asks.
+    let placement = &load(&out, "udp-sw-csum-software")["points"][0]["placement"];
+    assert_eq!(
+        placement["client_cpus"],
+        serde_json::json!([1]),
+        "{placement}"
+    );
+    assert_eq!(
+        placement["server_cpus"],
+        serde_json::json!([1]),
+        "{placement}"
+    );
+    // MSG_ZEROCOPY, UDP and TCP: every zero-copy send completes, copied or not.
+    for name in ["zc-udp-zerocopy", "zc-tcp-zerocopy"] {
+        let c = &load(&out, name)["points"][1]["client"];
+        assert!(
+            c["zerocopy_completions"].as_u64().unwrap() > 0,
+            "{name}: {c}"
+        );
+        assert!(c["zerocopy_copied"].as_u64() <= c["zerocopy_completions"].as_u64());
+    }
+    // The run's page: every claim decided or undecided on these results, none unparsed.
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(
+        index["verdicts"].as_array().unwrap().len(),
+        9,
+        "{}",
+        index["verdicts"]
+    );
 }
 
 #[test]
