@@ -1,8 +1,9 @@
 //! The client's side of a `--flows` session: opens the N connections (each presenting the
 //! cookie, then its flow number), hands each trial to the data threads, adds their reports
-//! into one side's counters (flows in flow order, the threads' CPU, the start skew), and
-//! folds the timed trials into the point: the aggregate, each flow, Jain's fairness index,
-//! and for pingpong the round trips of all flows in one histogram.
+//! into one side's counters (flows in flow order, the threads' CPU, the start skew), and lets
+//! the pattern fold the timed trials into the point ([`FlowsFold`], implemented in the
+//! pattern's folder) with the figures every flows point has: each flow, Jain's fairness
+//! index, the start skew, each thread's CPU.
 
 use super::machine::Machine;
 use super::pool::Pool;
@@ -10,10 +11,10 @@ use super::worker::{Job, Report};
 use super::{ensure_descriptors, present_index, rss_kib, thread_count};
 use crate::error::NetError;
 use crate::pattern::{ClientOpen, ClientPattern, PointFigures, Sizing, TrialOutcome};
-use crate::point::{bits_per_ns_to_mbps, distribution, estimate, Tally};
+use crate::point::Tally;
 use netsweep_endpoint::Endpoint;
 use netsweep_model::flows::{add_flows, add_threads, start_skew, FlowFigure, FlowFigures};
-use netsweep_model::results::{Latency, Placement, PointResult, StopReason};
+use netsweep_model::results::{Placement, PointResult, StopReason};
 use netsweep_model::spec::RunSpec;
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{
@@ -22,16 +23,49 @@ use netsweep_proto::messages::{
 use std::io;
 use std::time::{Duration, Instant};
 
-/// Opens the client's side of a stream (`rr` false: each flow sends, the figure is the
-/// receiver's Mbit/s) or pingpong (`rr`: each flow a request outstanding, the figure is
-/// transactions per second and the round trips) session with flows, its threads running `M`.
-pub(crate) fn open<M: Machine<Params = ()>>(
+/// How a pattern's flows fold into its point — the pattern's semantics, implemented in its
+/// folder (`stream/flow.rs`, `pingpong/flow.rs`): what a timed trial adds and what the point
+/// reports.
+pub(crate) trait FlowsFold: Default + Send + 'static {
+    /// What the server says when it timed out waiting on a flow.
+    const SERVER_TIMEOUT: &'static str;
+
+    /// A new point of `size`-byte messages.
+    fn begin(&mut self, size: usize);
+
+    /// One timed trial, with the round trips its threads timed: what the pattern keeps, what
+    /// the flows figures need (`sums`), and the stop rule's sample (returned).
+    fn fold(
+        &mut self,
+        out: &TrialOutcome,
+        trial_hist: &LatencyHistogram,
+        sums: &mut Sums,
+    ) -> Result<f64, NetError>;
+
+    /// The point, from what its timed trials added up to.
+    fn finish(&mut self, end: PointEnd<'_>) -> PointResult;
+}
+
+/// What a point's timed trials hand the pattern's [`FlowsFold::finish`].
+pub(crate) struct PointEnd<'a> {
+    pub(crate) spec: &'a RunSpec,
+    pub(crate) timed: &'a TrialSpec,
+    pub(crate) tally: Tally,
+    pub(crate) stop_reason: StopReason,
+    /// The stop rule's samples, one per timed trial.
+    pub(crate) samples: &'a [f64],
+    pub(crate) sums: Sums,
+    /// The session's flows.
+    pub(crate) flows: usize,
+}
+
+/// Opens the client's side of a session with flows: its threads run `M`, its trials fold by
+/// `F`.
+pub(crate) fn open<M: Machine<Params = ()>, F: FlowsFold>(
     o: &ClientOpen<'_>,
-    rr: bool,
 ) -> Result<Box<dyn ClientPattern>, NetError> {
     let c = connect::<M>(o)?;
-    Ok(Box::new(Client {
-        rr,
+    Ok(Box::new(Client::<M, F> {
         pool: c.pool,
         flows: c.flows,
         granted: c.granted,
@@ -39,12 +73,9 @@ pub(crate) fn open<M: Machine<Params = ()>>(
         size: 0,
         memory_note: c.memory_note,
         samples: Vec::new(),
-        sender: Vec::new(),
-        tps: Vec::new(),
         fig: Sums::default(),
         trial_hist: LatencyHistogram::new(),
-        hist: LatencyHistogram::new(),
-        trial_means: Vec::new(),
+        fold: F::default(),
     }))
 }
 
@@ -86,8 +117,7 @@ pub(crate) fn merge<O>(reports: &[Report<O>], flows: usize) -> SideCounters {
 }
 
 /// The client's side of a flows session, and the point being measured.
-struct Client<M: Machine> {
-    rr: bool,
+struct Client<M: Machine, F> {
     pool: Pool<M>,
     flows: usize,
     granted: GrantedKnobs,
@@ -95,18 +125,12 @@ struct Client<M: Machine> {
     size: usize,
     /// The memory the flows took, said once on the first point.
     memory_note: Option<String>,
-    /// Per timed trial: the aggregate in Mbit/s (stream: received; pingpong: request bytes
-    /// answered), the stop rule's sample.
+    /// Per timed trial, the stop rule's sample (the pattern's).
     samples: Vec<f64>,
-    /// Stream: per timed trial, the senders' aggregate Mbit/s.
-    sender: Vec<f64>,
-    /// Pingpong: per timed trial, transactions per second over all flows.
-    tps: Vec<f64>,
     fig: Sums,
-    /// Pingpong: the current trial's round trips, and the point's.
+    /// The current trial's round trips (threads that time them).
     trial_hist: LatencyHistogram,
-    hist: LatencyHistogram,
-    trial_means: Vec<f64>,
+    fold: F,
 }
 
 /// What a point's timed trials add up to, per flow and per thread.
@@ -118,8 +142,6 @@ pub(crate) struct Sums {
     server_threads: Vec<ThreadCounters>,
     client_skew: u64,
     server_skew: u64,
-    /// The server's receive spans (stream), ns.
-    recv_ns: u64,
     /// The client's data time (pingpong, rate), ns.
     pub(crate) active_ns: u64,
 }
@@ -205,7 +227,7 @@ pub(crate) fn connect<M: Machine>(o: &ClientOpen<'_>) -> Result<Opened<M>, NetEr
     })
 }
 
-impl<M: Machine> PointFigures for Client<M> {
+impl<M: Machine, F: FlowsFold> PointFigures for Client<M, F> {
     fn sizing(&self) -> Sizing {
         Sizing::Duration
     }
@@ -213,40 +235,16 @@ impl<M: Machine> PointFigures for Client<M> {
     fn begin_point(&mut self, _spec: &RunSpec, size: u64) -> Result<(), NetError> {
         self.size = size as usize;
         self.samples.clear();
-        self.sender.clear();
-        self.tps.clear();
-        self.trial_means.clear();
         self.fig = Sums::default();
-        self.hist.reset();
         self.trial_hist.reset();
+        self.fold.begin(self.size);
         Ok(())
     }
 
     fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
-        let (c, s) = (&out.client, &out.server);
-        if self.rr {
-            let tps = if c.active_ns > 0 {
-                c.messages_received as f64 * 1e9 / c.active_ns as f64
-            } else {
-                0.0
-            };
-            self.tps.push(tps);
-            self.samples.push(tps * self.size as f64 * 8.0 / 1e6);
-            self.fig.active_ns += c.active_ns;
-            if self.trial_hist.count() > 0 {
-                self.trial_means.push(self.trial_hist.mean());
-                self.hist
-                    .merge(&self.trial_hist)
-                    .map_err(|e| NetError::Refused(format!("latency histogram: {e}")))?;
-            }
-        } else {
-            self.sender
-                .push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
-            self.samples
-                .push(bits_per_ns_to_mbps(s.bytes_received, s.recv_span_ns));
-            self.fig.recv_ns += s.recv_span_ns;
-        }
-        self.fig.add(c, s);
+        let sample = self.fold.fold(out, &self.trial_hist, &mut self.fig)?;
+        self.samples.push(sample);
+        self.fig.add(&out.client, &out.server);
         Ok(())
     }
 
@@ -255,11 +253,7 @@ impl<M: Machine> PointFigures for Client<M> {
     }
 
     fn server_timeout_note(&self) -> &'static str {
-        if self.rr {
-            "the server timed out waiting for a request on a flow"
-        } else {
-            "the server timed out waiting for data on a flow"
-        }
+        F::SERVER_TIMEOUT
     }
 
     fn finish(
@@ -272,50 +266,24 @@ impl<M: Machine> PointFigures for Client<M> {
         if let Some(note) = self.memory_note.take() {
             tally.notes.push(note);
         }
-        let rr = self.rr;
-        let throughput = estimate(&self.samples);
-        let (messages, moved) = if rr {
-            let moved = tally.client.bytes_sent + tally.client.bytes_received;
-            (tally.client.messages_received, (moved, moved))
-        } else {
-            (
-                tally.client.messages_sent,
-                (tally.client.bytes_sent, tally.server.bytes_received),
-            )
-        };
-        let mut p = tally.point(spec, timed.size, messages, throughput, stop_reason, moved);
+        let mut p = self.fold.finish(PointEnd {
+            spec,
+            timed,
+            tally,
+            stop_reason,
+            samples: &self.samples,
+            sums: std::mem::take(&mut self.fig),
+            flows: self.flows,
+        });
         // The trial meters saw where each side's coordinating thread ran, not its flows
         // threads: no placement to report (each thread's CPU time is in `flows`).
         p.placement = Placement::default();
         p.notes.retain(|n| !n.starts_with("placement varied"));
-        let f = std::mem::take(&mut self.fig);
-        let (active_ns, recv_ns) = (f.active_ns, f.recv_ns);
-        let unit = if rr { "transactions_per_s" } else { "mbps" };
-        let mut figures = f.figures(self.flows, unit, |client, server| {
-            if rr {
-                per_second(client.messages_received, active_ns)
-            } else {
-                bits_per_ns_to_mbps(server.bytes_received, recv_ns)
-            }
-        });
-        if rr {
-            // The aggregate is measured as a whole, per trial, not summed from flow means.
-            figures.aggregate = estimate(&self.tps).mean;
-            p.latency = Some(Latency {
-                rtt_ns: distribution(&self.hist, &self.trial_means, 1.0),
-                half_rtt_ns: distribution(&self.hist, &self.trial_means, 0.5),
-            });
-        } else {
-            figures.aggregate = throughput.mean;
-            p.sender_mbps = Some(estimate(&self.sender));
-            p.receiver_mbps = Some(throughput);
-        }
-        p.flows = Some(figures);
         p
     }
 }
 
-impl<M: Machine<Params = ()>> ClientPattern for Client<M> {
+impl<M: Machine<Params = ()>, F: FlowsFold> ClientPattern for Client<M, F> {
     fn endpoint(&mut self) -> Option<&mut dyn Endpoint> {
         None
     }

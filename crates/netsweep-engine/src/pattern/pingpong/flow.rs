@@ -2,13 +2,18 @@
 //! outstanding for the trial's duration, and each response's round trip goes into the
 //! thread's histogram. Once the time is up no new request starts, and the thread is done
 //! when every flow has its last response — so every request sent was answered. The server's
-//! side is the echo (`echo/flow.rs`).
+//! side is the echo (`echo/flow.rs`). A point's figure is transactions per second over all
+//! flows, measured as a whole per trial, with the round trips of every flow in one histogram.
 
+use crate::error::NetError;
 use crate::pattern::echo::flow::Echo;
+use crate::pattern::flows::client::{per_second, FlowsFold, PointEnd, Sums};
 use crate::pattern::flows::machine::{Machine, Next, Share, Target};
 use crate::pattern::flows::worker::{Flows, Job, WAIT_NS};
 use crate::pattern::flows::{client, server, threads_memory};
-use crate::pattern::{any_trial, Registration};
+use crate::pattern::{any_trial, Registration, TrialOutcome};
+use crate::point::{distribution, estimate};
+use netsweep_model::results::{Latency, PointResult};
 use netsweep_model::spec::Pattern;
 use netsweep_model::stats::LatencyHistogram;
 use std::io;
@@ -17,7 +22,7 @@ use std::time::Instant;
 /// Pingpong over `--flows`: one request outstanding per flow.
 pub(crate) const FLOWS: Registration = Registration {
     pattern: Pattern::Pingpong,
-    client: |o| client::open::<Requesting>(o, true),
+    client: client::open::<Requesting, Folding>,
     server: server::open::<Echo<false>>,
     check_trial: any_trial,
     server_memory: |s| threads_memory(s, true),
@@ -126,6 +131,77 @@ impl Machine for Requesting {
     }
 
     fn out(&self) {}
+}
+
+/// How pingpong's flows fold into the point: transactions per second per trial (the stop
+/// rule's sample is the request bytes answered, in Mbit/s), and every round trip.
+#[derive(Debug, Default)]
+pub(crate) struct Folding {
+    size: usize,
+    /// Per timed trial, transactions per second over all flows.
+    tps: Vec<f64>,
+    /// The point's round trips, and each trial's mean.
+    hist: LatencyHistogram,
+    trial_means: Vec<f64>,
+}
+
+impl FlowsFold for Folding {
+    const SERVER_TIMEOUT: &'static str = "the server timed out waiting for a request on a flow";
+
+    fn begin(&mut self, size: usize) {
+        self.size = size;
+        self.tps.clear();
+        self.trial_means.clear();
+        self.hist.reset();
+    }
+
+    fn fold(
+        &mut self,
+        out: &TrialOutcome,
+        trial_hist: &LatencyHistogram,
+        sums: &mut Sums,
+    ) -> Result<f64, NetError> {
+        let c = &out.client;
+        let tps = per_second(c.messages_received, c.active_ns);
+        self.tps.push(tps);
+        sums.active_ns += c.active_ns;
+        if trial_hist.count() > 0 {
+            self.trial_means.push(trial_hist.mean());
+            self.hist
+                .merge(trial_hist)
+                .map_err(|e| NetError::Refused(format!("latency histogram: {e}")))?;
+        }
+        Ok(tps * self.size as f64 * 8.0 / 1e6)
+    }
+
+    fn finish(&mut self, end: PointEnd<'_>) -> PointResult {
+        let tally = end.tally;
+        let throughput = estimate(end.samples);
+        let moved = tally.client.bytes_sent + tally.client.bytes_received;
+        let messages = tally.client.messages_received;
+        let mut p = tally.point(
+            end.spec,
+            end.timed.size,
+            messages,
+            throughput,
+            end.stop_reason,
+            (moved, moved),
+        );
+        let active_ns = end.sums.active_ns;
+        let mut figures = end
+            .sums
+            .figures(end.flows, "transactions_per_s", |client, _| {
+                per_second(client.messages_received, active_ns)
+            });
+        // The aggregate is measured as a whole, per trial, not summed from flow means.
+        figures.aggregate = estimate(&self.tps).mean;
+        p.latency = Some(Latency {
+            rtt_ns: distribution(&self.hist, &self.trial_means, 1.0),
+            half_rtt_ns: distribution(&self.hist, &self.trial_means, 0.5),
+        });
+        p.flows = Some(figures);
+        p
+    }
 }
 
 #[cfg(test)]

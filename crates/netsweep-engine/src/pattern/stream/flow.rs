@@ -1,20 +1,27 @@
-//! Stream over `--flows`: each flow's state machine for the flows driver. The sender sends
-//! whole messages on every flow with room for the trial's duration (a thread with one flow
-//! blocks in its sends instead, iperf2's way); the receiver takes whatever each flow has
-//! until every thread together received the bytes the client announced.
+//! Stream over `--flows`: each flow's state machine for the flows driver, and how its trials
+//! fold into the point. The sender sends whole messages on every flow with room for the
+//! trial's duration (a thread with one flow blocks in its sends instead, iperf2's way); the
+//! receiver takes whatever each flow has until every thread together received the bytes the
+//! client announced. A point's figure is the receivers' aggregate Mbit/s over their receive
+//! span, beside the senders'.
 
+use crate::error::NetError;
+use crate::pattern::flows::client::{FlowsFold, PointEnd, Sums};
 use crate::pattern::flows::machine::{Machine, Next, Share, Target};
 use crate::pattern::flows::worker::{Flows, Job, Sent, TAIL_MS, WAIT_MS, WAIT_NS};
 use crate::pattern::flows::{client, server, threads_memory};
-use crate::pattern::{any_trial, Registration};
+use crate::pattern::{any_trial, Registration, TrialOutcome};
+use crate::point::{bits_per_ns_to_mbps, estimate};
+use netsweep_model::results::PointResult;
 use netsweep_model::spec::Pattern;
+use netsweep_model::stats::LatencyHistogram;
 use std::io;
 use std::time::Instant;
 
 /// Stream over `--flows`: each flow sends for the trial time.
 pub(crate) const FLOWS: Registration = Registration {
     pattern: Pattern::Stream,
-    client: |o| client::open::<Sending>(o, false),
+    client: client::open::<Sending, Folding>,
     server: server::open::<Receiving>,
     check_trial: any_trial,
     server_memory: |s| threads_memory(s, false),
@@ -130,6 +137,63 @@ impl Machine for Receiving {
     }
 
     fn out(&self) {}
+}
+
+/// How a stream's flows fold into the point: each trial's receivers' aggregate (the stop
+/// rule's sample) over their receive span, and the senders' over their data time.
+#[derive(Debug, Default)]
+pub(crate) struct Folding {
+    /// Per timed trial, the senders' aggregate Mbit/s.
+    sender: Vec<f64>,
+    /// The receivers' receive spans, ns.
+    recv_ns: u64,
+}
+
+impl FlowsFold for Folding {
+    const SERVER_TIMEOUT: &'static str = "the server timed out waiting for data on a flow";
+
+    fn begin(&mut self, _size: usize) {
+        (self.sender, self.recv_ns) = (Vec::new(), 0);
+    }
+
+    fn fold(
+        &mut self,
+        out: &TrialOutcome,
+        _trial_hist: &LatencyHistogram,
+        _sums: &mut Sums,
+    ) -> Result<f64, NetError> {
+        let (c, s) = (&out.client, &out.server);
+        self.sender
+            .push(bits_per_ns_to_mbps(c.bytes_sent, c.active_ns));
+        self.recv_ns += s.recv_span_ns;
+        Ok(bits_per_ns_to_mbps(s.bytes_received, s.recv_span_ns))
+    }
+
+    fn finish(&mut self, end: PointEnd<'_>) -> PointResult {
+        let tally = end.tally;
+        let throughput = estimate(end.samples);
+        let (messages, moved) = (
+            tally.client.messages_sent,
+            (tally.client.bytes_sent, tally.server.bytes_received),
+        );
+        let mut p = tally.point(
+            end.spec,
+            end.timed.size,
+            messages,
+            throughput,
+            end.stop_reason,
+            moved,
+        );
+        let recv_ns = self.recv_ns;
+        let mut figures = end.sums.figures(end.flows, "mbps", |_, server| {
+            bits_per_ns_to_mbps(server.bytes_received, recv_ns)
+        });
+        figures.aggregate = throughput.mean;
+        p.sender_mbps = Some(estimate(&self.sender));
+        p.receiver_mbps = Some(throughput);
+        p.flows = Some(figures);
+        p
+    }
 }
 
 #[cfg(test)]
