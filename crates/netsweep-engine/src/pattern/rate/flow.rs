@@ -84,7 +84,6 @@ pub(crate) struct Schedules {
     words: usize,
     cps: [u64; CHECKPOINTS],
     due_before: [u64; CHECKPOINTS],
-    cookie: u32,
     duration_ns: u64,
     ledger: Ledger,
     sent: u64,
@@ -133,7 +132,6 @@ impl Schedules {
         self.seen.resize(self.words * self.flows.len(), 0);
         self.cps = std::array::from_fn(|j| checkpoint(duration_ns, j));
         self.due_before = [0; CHECKPOINTS];
-        self.cookie = job.cookie;
         self.duration_ns = duration_ns;
         self.ledger = Ledger::new(job.cookie, job.grace_ns, duration_ns);
         (self.sent, self.truncated) = (0, false);
@@ -207,7 +205,12 @@ impl Scheduling {
     fn push(&mut self, t: &mut Flows, i: usize, size: usize) -> io::Result<()> {
         let f = &mut self.s.flows[i];
         // The send buffer is shared by the thread's flows: stamp it with this flow's request.
-        stamp(&mut t.tx[..size], self.s.cookie, f.stamp.0, f.stamp.1);
+        stamp(
+            &mut t.tx[..size],
+            self.s.ledger.cookie(),
+            f.stamp.0,
+            f.stamp.1,
+        );
         if !t.push(i, size, true)? {
             return Ok(());
         }
@@ -280,9 +283,12 @@ impl Machine for Scheduling {
     /// Sends every request due; then waits for the earliest one still to come, or — every
     /// schedule over — for the last replies.
     #[inline]
-    fn next(&mut self, t: &mut Flows, job: &Job<RateJob>, _now: Instant) -> io::Result<Next> {
+    fn next(&mut self, t: &mut Flows, job: &Job<RateJob>, now: Instant) -> io::Result<Next> {
         if !self.draining {
-            let now = self.since();
+            // The driver's clock of this round: due requests go out stamped with it.
+            let now = self
+                .epoch
+                .map_or(0, |e| now.saturating_duration_since(e).as_nanos() as u64);
             for i in 0..self.s.flows.len() {
                 let f = &self.s.flows[i];
                 if !f.done && !f.sending && f.next <= now {

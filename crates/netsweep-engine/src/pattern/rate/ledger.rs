@@ -71,6 +71,12 @@ impl Ledger {
         }
     }
 
+    /// The trial's cookie: every request is stamped with it.
+    #[inline]
+    pub(crate) fn cookie(&self) -> u32 {
+        self.cookie
+    }
+
     /// Accounts one reply that arrived `now` ns after the epoch, whose first bytes are `head`
     /// (`whole`: it has the trial's size), on a flow whose requests `seen` has a bit for.
     /// Returns the sample of a reply on time; a reply of another trial, of a sequence number
