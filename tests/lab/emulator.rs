@@ -95,11 +95,16 @@ fn direction(window: &Value, d: usize) -> (Counters, Value) {
 
 /// Sums a datagram count over a run's points.
 fn points_sum(v: &Value, field: &str) -> u64 {
+    points_total(v, &format!("/loss/{field}"))
+}
+
+/// The sum over the run's points of the number at JSON `pointer` in each (0 where absent).
+fn points_total(v: &Value, pointer: &str) -> u64 {
     v["points"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| p["loss"][field].as_u64().unwrap_or(0))
+        .map(|p| p.pointer(pointer).and_then(Value::as_u64).unwrap_or(0))
         .sum()
 }
 
@@ -334,12 +339,7 @@ fn the_emulators_duplicates_and_reorders_are_the_ones_netsweep_counts() {
     // next trial's cookie differs) — or, after the run's last trial, never read (CI saw one
     // in 583). Those are the only datagrams the emulator released that the server did not
     // read: the identity below is exact, and the unread ones are few.
-    let read: u64 = v["points"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["server"]["messages_received"].as_u64().unwrap())
-        .sum();
+    let read = points_total(&v, "/server/messages_received");
     let counted = points_sum(&v, "duplicates") + points_sum(&v, "foreign");
     // The server's handshake takes the first cookie to arrive; any other (a resent one, a
     // copy) reaches the data socket and is read as foreign.
