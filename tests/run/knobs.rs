@@ -92,6 +92,44 @@ fn socket_knobs_are_read_back_as_granted() {
     assert!(pt(&v).get("loss").is_none());
 }
 
+/// TCP_INFO's chrono counters say what held a sender back. Messages six times the receive
+/// window a 16 KiB SO_RCVBUF leaves must wait on the window; 1 KB messages into an autotuned
+/// buffer never do. Structural, not timing: a busy machine changes how long, not whether.
+#[test]
+fn the_receive_window_is_named_when_it_holds_the_sender_back() {
+    let dir = scratch("chrono");
+    let side = |v: &Value, k: &str| pt(v)["client"][k].as_u64();
+    let (o, small) = run_json(
+        &dir.join("small.json"),
+        &[
+            "-t", "tcp", "-p", "pingpong", "--sizes", "96k", "--sndbuf", "16k", "--rcvbuf", "16k",
+        ],
+    );
+    ok(&o);
+    let busy = side(&small, "tcp_busy_us").expect("tcp_busy_us");
+    let rwnd = side(&small, "tcp_rwnd_limited_us").expect("tcp_rwnd_limited_us");
+    let sndbuf = side(&small, "tcp_sndbuf_limited_us").expect("tcp_sndbuf_limited_us");
+    assert!(
+        busy > 0 && rwnd > 0,
+        "busy {busy} µs, rwnd-limited {rwnd} µs"
+    );
+    assert!(
+        rwnd + sndbuf <= busy,
+        "parts {rwnd} + {sndbuf} of busy {busy}"
+    );
+    let (o, roomy) = run_json(
+        &dir.join("roomy.json"),
+        &["-t", "tcp", "-p", "pingpong", "--sizes", "1k"],
+    );
+    ok(&o);
+    assert_eq!(
+        side(&roomy, "tcp_rwnd_limited_us"),
+        Some(0),
+        "{}",
+        pt(&roomy)["client"]
+    );
+}
+
 #[test]
 fn dscp_no_check_and_pmtu_are_recorded() {
     let dir = scratch("udpknobs");

@@ -116,6 +116,12 @@ pub struct EndpointStats {
     pub tcp_retransmits: Option<u64>,
     /// D-SACKs received (TCP_INFO), where the transport has them.
     pub tcp_dsacks: Option<u64>,
+    /// Time the socket had data to send, µs (TCP_INFO `tcpi_busy_time`).
+    pub tcp_busy_us: Option<u64>,
+    /// Of that, the time the peer's receive window held the sender back, µs.
+    pub tcp_rwnd_limited_us: Option<u64>,
+    /// Of that, the time the send buffer held the sender back, µs.
+    pub tcp_sndbuf_limited_us: Option<u64>,
     /// Datagrams the kernel dropped at this endpoint's receive socket (a full buffer above
     /// all): its sk_drops, cumulative, where the transport can read it.
     pub socket_drops: Option<u64>,

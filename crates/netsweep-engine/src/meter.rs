@@ -45,6 +45,9 @@ impl TrialMeter {
         c.zerocopy_copied = s.zerocopy_copied.saturating_sub(self.stats.zerocopy_copied);
         c.tcp_retransmits = delta(s.tcp_retransmits, self.stats.tcp_retransmits);
         c.tcp_dsacks = delta(s.tcp_dsacks, self.stats.tcp_dsacks);
+        c.tcp_busy_us = delta(s.tcp_busy_us, self.stats.tcp_busy_us);
+        c.tcp_rwnd_limited_us = delta(s.tcp_rwnd_limited_us, self.stats.tcp_rwnd_limited_us);
+        c.tcp_sndbuf_limited_us = delta(s.tcp_sndbuf_limited_us, self.stats.tcp_sndbuf_limited_us);
         c.socket_drops = delta(s.socket_drops, self.stats.socket_drops);
     }
 }

@@ -179,6 +179,9 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     sum.zerocopy_copied += c.zerocopy_copied;
     sum.tcp_retransmits = add_opt(sum.tcp_retransmits, c.tcp_retransmits);
     sum.tcp_dsacks = add_opt(sum.tcp_dsacks, c.tcp_dsacks);
+    sum.tcp_busy_us = add_opt(sum.tcp_busy_us, c.tcp_busy_us);
+    sum.tcp_rwnd_limited_us = add_opt(sum.tcp_rwnd_limited_us, c.tcp_rwnd_limited_us);
+    sum.tcp_sndbuf_limited_us = add_opt(sum.tcp_sndbuf_limited_us, c.tcp_sndbuf_limited_us);
     sum.socket_drops = add_opt(sum.socket_drops, c.socket_drops);
     sum.send_errors.add(&c.send_errors);
 }
@@ -213,6 +216,9 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
         zerocopy_copied: c.zerocopy_copied,
         tcp_retransmits: c.tcp_retransmits,
         tcp_dsacks: c.tcp_dsacks,
+        tcp_busy_us: c.tcp_busy_us,
+        tcp_rwnd_limited_us: c.tcp_rwnd_limited_us,
+        tcp_sndbuf_limited_us: c.tcp_sndbuf_limited_us,
         socket_drops: c.socket_drops,
         send_errors: c.send_errors,
         service_demand_us_per_kb: if bytes_moved > 0 {

@@ -316,6 +316,20 @@ pub struct SideTotals {
     /// a retransmit it reports was not a loss. `None` when the data path has no TCP_INFO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_dsacks: Option<u64>,
+    /// Time this side's socket had data to send, µs (TCP_INFO `tcpi_busy_time`, counted by
+    /// the kernel in jiffies): what the two figures below are parts of. `None` when the data
+    /// path has no TCP_INFO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_busy_us: Option<u64>,
+    /// Of that, the time the peer's receive window held this side's sends back, µs
+    /// (`tcpi_rwnd_limited`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rwnd_limited_us: Option<u64>,
+    /// Of that, the time this side's send buffer held its sends back, µs
+    /// (`tcpi_sndbuf_limited`). The rest of the busy time the congestion control (its window
+    /// or its pacing) or the link held them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_sndbuf_limited_us: Option<u64>,
     /// Datagrams the kernel dropped at this side's receive socket (sk_drops: a full receive
     /// buffer above all) — part of the loss, counted by the kernel independently of netsweep.
     /// `None` when the data path cannot read it (stream transports, older servers).

@@ -320,6 +320,18 @@ pub struct SideCounters {
     pub tcp_retransmits: Option<u64>,
     /// DSACKs received during the trial (TCP_INFO delta); `None` without TCP_INFO.
     pub tcp_dsacks: Option<u64>,
+    /// Time the socket had data to send during the trial, µs (TCP_INFO `tcpi_busy_time`
+    /// delta; the kernel counts it in jiffies); `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_busy_us: Option<u64>,
+    /// Of that, the time the peer's receive window held the sender back, µs
+    /// (`tcpi_rwnd_limited` delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_rwnd_limited_us: Option<u64>,
+    /// Of that, the time the send buffer held the sender back, µs (`tcpi_sndbuf_limited`
+    /// delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_sndbuf_limited_us: Option<u64>,
     /// Datagrams the kernel dropped at this side's receive socket during the trial (sk_drops
     /// delta: a full buffer above all); `None` where the data path cannot read it.
     pub socket_drops: Option<u64>,

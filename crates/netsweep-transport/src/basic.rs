@@ -97,7 +97,7 @@ impl BasicEndpoint {
     pub fn tcp_stats(&self) -> EndpointStats {
         let mut s = EndpointStats::default();
         if matches!(self.conn.transport, Transport::Tcp | Transport::Mptcp) {
-            (s.tcp_retransmits, s.tcp_dsacks) = tcpinfo::read(self.fd);
+            tcpinfo::read(self.fd, &mut s);
         } else if self.conn.transport.is_datagram() {
             s.socket_drops = sys::socket_drops(self.fd);
         }

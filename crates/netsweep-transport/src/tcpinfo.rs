@@ -1,6 +1,8 @@
-//! TCP_INFO: retransmissions and DSACKs of a TCP (or MPTCP) socket, read outside timed loops.
+//! TCP_INFO: retransmissions, DSACKs and what limited the sender (the kernel's chrono
+//! counters) of a TCP (or MPTCP) socket, read outside timed loops.
 
 use crate::sys;
+use netsweep_endpoint::EndpointStats;
 use std::os::fd::RawFd;
 
 /// The head of linux/tcp.h's `struct tcp_info` up to `tcpi_reord_seen` (Linux 5.4+).
@@ -118,9 +120,15 @@ pub struct TcpInfo {
 const TOTAL_RETRANS_END: usize = 104;
 const DSACK_DUPS_END: usize = 220;
 
-/// Cumulative (retransmitted segments, DSACKs received), each `None` when the kernel's
-/// struct is too short to hold it or the socket has no TCP_INFO.
-pub fn read(fd: RawFd) -> (Option<u64>, Option<u64>) {
+const CHRONO_END: usize = 192;
+
+/// Fills `s`'s TCP_INFO counters, all cumulative: segments retransmitted, DSACKs received,
+/// and the time the socket had data to send split by what limited it (`tcpi_busy_time`
+/// is the whole, `tcpi_rwnd_limited` and `tcpi_sndbuf_limited` the parts the peer's receive
+/// window and the send buffer held it back; the rest the congestion control or pacing did).
+/// Each stays `None` when the kernel's struct is too short to hold it or the socket has no
+/// TCP_INFO.
+pub fn read(fd: RawFd, s: &mut EndpointStats) {
     let mut info = TcpInfo::default();
     let mut len = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `info`, a plain-old-data struct.
@@ -134,13 +142,16 @@ pub fn read(fd: RawFd) -> (Option<u64>, Option<u64>) {
         )
     };
     if sys::cvt(rc).is_err() {
-        return (None, None);
+        return;
     }
     let len = len as usize;
-    (
-        (len >= TOTAL_RETRANS_END).then_some(u64::from(info.total_retrans)),
-        (len >= DSACK_DUPS_END).then_some(u64::from(info.dsack_dups)),
-    )
+    s.tcp_retransmits = (len >= TOTAL_RETRANS_END).then_some(u64::from(info.total_retrans));
+    s.tcp_dsacks = (len >= DSACK_DUPS_END).then_some(u64::from(info.dsack_dups));
+    if len >= CHRONO_END {
+        s.tcp_busy_us = Some(info.busy_time);
+        s.tcp_rwnd_limited_us = Some(info.rwnd_limited);
+        s.tcp_sndbuf_limited_us = Some(info.sndbuf_limited);
+    }
 }
 
 #[cfg(test)]
@@ -155,6 +166,10 @@ mod tests {
         );
         assert_eq!(std::mem::offset_of!(TcpInfo, pacing_rate), 104);
         assert_eq!(std::mem::offset_of!(TcpInfo, delivery_rate), 160);
+        assert_eq!(
+            std::mem::offset_of!(TcpInfo, sndbuf_limited) + 8,
+            CHRONO_END
+        );
         assert_eq!(std::mem::offset_of!(TcpInfo, bytes_sent), 200);
         assert_eq!(
             std::mem::offset_of!(TcpInfo, dsack_dups) + 4,

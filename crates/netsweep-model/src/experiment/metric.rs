@@ -115,6 +115,13 @@ fn connect(p: &PointResult) -> Option<&crate::results::Distribution> {
     p.crr.as_ref().map(|c| &c.connect_ns)
 }
 
+/// `part` of a TCP socket's busy time (TCP_INFO's chrono counters): `None` without them or
+/// when the socket was never busy.
+fn busy_share(part: Option<u64>, busy: Option<u64>) -> Option<f64> {
+    let busy = busy.filter(|&b| b > 0)?;
+    Some(part? as f64 / busy as f64)
+}
+
 /// Every figure a scenario may name.
 pub const METRICS: &[Metric] = &[
     Metric {
@@ -256,6 +263,22 @@ pub const METRICS: &[Metric] = &[
         read: |p, _| Some(p.server.service_demand_us_per_kb),
     },
     Metric {
+        name: "client_rwnd_limited",
+        label: "share of the client's TCP send time held back by the server's receive window",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| busy_share(p.client.tcp_rwnd_limited_us, p.client.tcp_busy_us),
+    },
+    Metric {
+        name: "client_sndbuf_limited",
+        label: "share of the client's TCP send time held back by its send buffer",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| busy_share(p.client.tcp_sndbuf_limited_us, p.client.tcp_busy_us),
+    },
+    Metric {
         name: "fairness",
         label: "Jain's fairness index of the flows",
         unit: MetricUnit::Plain,
@@ -332,6 +355,14 @@ impl Metric {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_share_needs_busy_time() {
+        assert_eq!(busy_share(Some(1000), Some(4000)), Some(0.25));
+        assert_eq!(busy_share(Some(0), Some(0)), None, "never busy: no share");
+        assert_eq!(busy_share(None, Some(4000)), None);
+        assert_eq!(busy_share(Some(1), None), None);
+    }
 
     #[test]
     fn names_are_unique_and_units_format() {
