@@ -53,6 +53,16 @@ fn every_seed_page_is_what_its_committed_results_give() {
     );
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_str().unwrap();
+        // The committed scenario is the seed's: a claim or a figure changed in one and not the
+        // other would show a page its scenario file no longer asks for.
+        let seed = root().join(format!("scenarios/seeds/{name}.toml"));
+        assert!(
+            fs::read_to_string(&seed).ok() == fs::read_to_string(dir.join("scenario.toml")).ok(),
+            "{name}/scenario.toml is not {}: rerun docs/experiments/regenerate (a change of \
+             claims or runs) or copy it there and rewrite the page (a change of prose or \
+             figures only)",
+            seed.display()
+        );
         // The page names the command that wrote it, with the directory as given: write it
         // from the same relative path, in a copy.
         let work = scratch(&format!("experiments-{name}"));

@@ -354,11 +354,19 @@ fn against_size(
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .collect();
     let log_x = spec.log_x.unwrap_or(true);
-    c.x.scale = Scale::fit(
+    // A linear size axis spans the sizes swept (a 32–128 KiB sweep is not drawn from 0), and
+    // never below 0 bytes.
+    c.x.scale = match Scale::fit(
         xs.iter().copied().filter(|x| !log_x || *x > 0.0),
         log_x,
-        !log_x,
-    );
+        false,
+    ) {
+        Scale::Linear { min, max } => Scale::Linear {
+            min: min.max(0.0),
+            max,
+        },
+        log => log,
+    };
     if !log_x {
         c.x.title = "message size (bytes)".into();
     } else {

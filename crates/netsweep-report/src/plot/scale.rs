@@ -164,6 +164,7 @@ impl Scale {
                 .collect();
         }
         match *self {
+            Scale::Linear { min, max } if *unit == Unit::Bytes => byte_ticks(min, max),
             Scale::Linear { min, max } => linear_ticks(min, max, 6),
             Scale::Log { min, max } => {
                 if *unit == Unit::Bytes {
@@ -208,6 +209,25 @@ pub fn linear_ticks(min: f64, max: f64, target: usize) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// Ticks of a linear size axis: decimal steps under 8 KiB (0, 500 B, 1000 B… where the sizes
+/// are Ethernet's), above that a power-of-two step (32 KiB, 48 KiB, 64 KiB…), so that no tick
+/// reads "48.8 KiB".
+fn byte_ticks(min: f64, max: f64) -> Vec<f64> {
+    let span = max - min;
+    if !(span.is_finite() && span > 0.0) {
+        return vec![];
+    }
+    if span < 8192.0 {
+        return linear_ticks(min, max, 6);
+    }
+    let step = 2f64.powi((span / 7.0).log2().ceil() as i32);
+    let (first, last) = ((min / step).ceil() as i64, (max / step).floor() as i64);
+    if last.saturating_sub(first) > 60 {
+        return vec![];
+    }
+    (first..=last).map(|i| i as f64 * step).collect()
 }
 
 /// Powers of two every 1, 2, 5 or 10 doublings (1 B, 32 B, 1 KiB, 32 KiB, 1 MiB…), at most 11.
@@ -269,6 +289,33 @@ fn decade_ticks(min: f64, max: f64) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_linear_size_axis_ticks_in_binary_steps_above_8_kib() {
+        let kib = |v: &[f64]| v.iter().map(|x| x / 1024.0).collect::<Vec<_>>();
+        // 32–128 KiB, padded: every 16 KiB.
+        let t = Scale::Linear {
+            min: 27.0 * 1024.0,
+            max: 133.0 * 1024.0,
+        }
+        .ticks(&Unit::Bytes);
+        assert_eq!(kib(&t), [32.0, 48.0, 64.0, 80.0, 96.0, 112.0, 128.0]);
+        assert!(t.iter().all(|&v| !Unit::Bytes.label(v).contains('.')));
+        // 1 B–8 KiB: every 2 KiB.
+        let t = Scale::Linear {
+            min: 0.0,
+            max: 8600.0,
+        }
+        .ticks(&Unit::Bytes);
+        assert_eq!(kib(&t), [0.0, 2.0, 4.0, 6.0, 8.0]);
+        // 0–1500 B: decimal.
+        let t = Scale::Linear {
+            min: 0.0,
+            max: 1550.0,
+        }
+        .ticks(&Unit::Bytes);
+        assert_eq!(t, [0.0, 500.0, 1000.0, 1500.0]);
+    }
 
     #[test]
     fn byte_ticks_are_powers_of_two() {
