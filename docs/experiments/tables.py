@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a seed scenario's results, for docs/experiments/<seed>/tables.md.
 
-    tables.py SEED OUT...   SEED is 000, 003 or 004 (001's page is generated); OUT are the scenario output
+    tables.py SEED OUT...   SEED is 000 or 003 (001 and 004 have generated pages); OUT are the scenario output
                             directories (`netsweep scenario run FILE -o OUT`), named by file stem.
 Reads only the results JSON files; prints Markdown on stdout.
 """
@@ -39,13 +39,6 @@ def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(out) + "\n"
-
-
-def anomalies(run):
-    found = run.get("anomalies") or []
-    if not found:
-        return "none"
-    return "; ".join(f"{a['kind']} {a['from_size']}–{a['to_size']} B ({a['points']} points)" for a in found)
 
 
 def seed000(dirs):
@@ -152,39 +145,11 @@ def seed003(dirs):
     return s
 
 
-def seed004(dirs):
-    out = dirs["004-netpipe-chasm"]
-    names = ["aligned", "unaligned", "unaligned-small-buffers", "nagle-unaligned",
-             "nagle-small-buffers"]
-    runs = {n: load(out, n) for n in names}
-    rows = []
-    for i, p in enumerate(runs[names[0]]["points"]):
-        rows.append([str(p["size"])] + [fmt(est(runs[n]["points"][i], "throughput_mbps"), 0)
-                                        for n in names])
-    s = "### 59–72 KB pingpong over MTU 1500 (Mbit/s)\n\n"
-    s += table(["size (B)"] + names, rows)
-    wide = ["unaligned-wide", "unaligned-small-buffers-wide"]
-    runs.update({n: load(out, n) for n in wide})
-    s += "\n### 16–72 KB in 2 KB steps, unaligned (Mbit/s)\n\n"
-    s += table(["size (B)"] + wide,
-               [[str(p["size"])] + [fmt(est(runs[n]["points"][i], "throughput_mbps"), 0) for n in wide]
-                for i, p in enumerate(runs[wide[0]]["points"])])
-    s += "\n" + table(["run", "anomalies found"], [[n, anomalies(runs[n])] for n in names + wide])
-    out = dirs["004-injected-chasm"]
-    s += "\n### The injected chasm (IP lengths 1000–1200 at 5 Mbit/s)\n\n"
-    rows = []
-    for n in ["coarse", "refined"]:
-        r = load(out, n)
-        rows.append([n, str(len(r["points"])), anomalies(r)])
-    s += table(["run", "points", "anomalies found"], rows)
-    return s
-
-
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     dirs = {os.path.basename(os.path.normpath(d)): d for d in sys.argv[2:]}
-    print({"000": seed000, "003": seed003, "004": seed004}[sys.argv[1]](dirs), end="")
+    print({"000": seed000, "003": seed003}[sys.argv[1]](dirs), end="")
 
 
 if __name__ == "__main__":

@@ -353,36 +353,106 @@ fn seed_003_has_three_series_and_redirected_setup_is_not_faster() {
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn seed_004_sweeps_the_chasm_knobs_and_finds_the_injected_chasm() {
     let _l = lab_test("seed_004");
+    // Each point one 5 ms trial; only the sizes the claims read and each sweep's ends.
     let text = shortened(
         "004-netpipe-chasm",
         &[
-            (r#""59k..72k:+512""#, r#""64k""#),
-            (r#""16k..72k:+2k""#, r#""32k""#),
+            (r#""32k..128k:+2k""#, r#""32k..128k:+32k""#),
+            (r#""1..4m:*2""#, r#""1,64k,128k,4m""#),
+            (r#""128k..4m:*2""#, r#""128k,512k,2m,4m""#),
+            (
+                r#""--max-point-time", "100ms""#,
+                r#""--max-point-time", "30ms", "--trial-time", "5ms""#,
+            ),
             (
                 r#""--max-point-time", "200ms""#,
+                r#""--max-point-time", "30ms", "--trial-time", "5ms""#,
+            ),
+            (
+                r#""--max-point-time", "300ms""#,
                 r#""--max-point-time", "60ms", "--trial-time", "5ms""#,
             ),
         ],
     );
     let out = run_scenario("seed004", &text);
-    for name in [
-        "fine-aligned-default-off",
-        "fine-unaligned-default-off",
-        "fine-unaligned-small-off",
-        "fine-unaligned-default-on",
-        "fine-unaligned-small-on",
-    ] {
-        let r = load(&out, name);
-        assert_eq!(sizes(&r), [65536], "{name}");
-        assert!(mean(&r["points"][0], "throughput_mbps") > 0.0, "{name}");
-        let nagle = name.ends_with("-on");
-        assert_eq!(r["granted"]["client"]["nodelay"], !nagle, "{name}");
-        assert_eq!(r["granted"]["server"]["nodelay"], !nagle, "{name}");
+    let mut cells = Vec::new();
+    for mtu in ["1500", "9000"] {
+        for (buffer, offset) in [("aligned", 0), ("unaligned", 1)] {
+            for (sockbuf, asked) in [
+                ("default", None),
+                ("sockbuf16k", Some(16 << 10)),
+                ("sockbuf32k", Some(32 << 10)),
+                ("sockbuf64k", Some(64 << 10)),
+                ("sockbuf256k", Some(256 << 10)),
+            ] {
+                cells.push((format!("chasm-{mtu}-{buffer}-{sockbuf}"), offset, asked));
+            }
+        }
     }
-    // The small buffers were asked for and the kernel granted (double) them.
-    let small = load(&out, "fine-unaligned-small-off");
-    let granted = small["granted"]["client"]["sndbuf"].as_u64().unwrap();
-    assert!((65536..=2 * 65536).contains(&granted), "{granted}");
+    for (name, offset, asked) in &cells {
+        let r = load(&out, name);
+        assert_eq!(
+            sizes(&r),
+            [32 << 10, 64 << 10, 96 << 10, 128 << 10],
+            "{name}"
+        );
+        for side in ["client", "server"] {
+            let g = &r["granted"][side];
+            // The offset both ends' buffers start at, as each end applied it.
+            assert_eq!(
+                g["buffer_offset"].as_u64().unwrap_or(0),
+                *offset,
+                "{name}: {g}"
+            );
+            // The buffers asked for, as the kernel granted them (Linux doubles the request).
+            if let Some(asked) = asked {
+                for b in ["sndbuf", "rcvbuf"] {
+                    let got = g[b].as_u64().unwrap();
+                    assert!((*asked..=2 * asked).contains(&got), "{name}: {b} {got}");
+                }
+            }
+        }
+        assert!(mean(&r["points"][0], "throughput_mbps") > 0.0, "{name}");
+    }
+    for name in ["signature-aligned", "signature-unaligned"] {
+        assert_eq!(
+            sizes(&load(&out, name)),
+            [1, 64 << 10, 128 << 10, 4 << 20],
+            "{name}"
+        );
+    }
+    // The step's run: the congestion control and SO_BUSY_POLL each end applied.
+    for (cc, poll) in [("bbr", 0), ("cubic", 0), ("bbr", 50), ("cubic", 50)] {
+        let name = format!(
+            "step-{cc}-{}",
+            if poll == 0 { "blocking" } else { "busy-poll" }
+        );
+        let r = load(&out, &name);
+        assert_eq!(
+            sizes(&r),
+            [128 << 10, 512 << 10, 2 << 20, 4 << 20],
+            "{name}"
+        );
+        for side in ["client", "server"] {
+            let g = &r["granted"][side];
+            assert_eq!(g["congestion_control"], cc, "{name}: {g}");
+            assert_eq!(g["busy_poll"], poll, "{name}: {g}");
+            assert_eq!(g["path_mtu"], 65535, "{name}: {g}");
+        }
+    }
+    // Both ends on one CPU, as the scenario asks.
+    let placement = &load(&out, "chasm-1500-unaligned-default")["points"][0]["placement"];
+    for side in ["client_cpus", "server_cpus"] {
+        assert_eq!(placement[side], serde_json::json!([1]), "{placement}");
+    }
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(
+        index["verdicts"].as_array().unwrap().len(),
+        16,
+        "{}",
+        index["verdicts"]
+    );
 
     // The injected chasm (UDP stream, 972..=1172 B at 5 Mbit/s): the coarse sweep lands in it, and
     // --refine finds its edges with the finer sweep.

@@ -264,7 +264,7 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         name: "client_rwnd_limited",
-        label: "share of the client's TCP send time held back by the server's receive window",
+        label: "client's send time held back by the receive window",
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
@@ -272,7 +272,7 @@ pub const METRICS: &[Metric] = &[
     },
     Metric {
         name: "client_sndbuf_limited",
-        label: "share of the client's TCP send time held back by its send buffer",
+        label: "client's send time held back by its send buffer",
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
