@@ -14,6 +14,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod hostinfo;
 pub mod iperf3;
+pub mod kernel;
 pub mod meter;
 pub mod pattern;
 pub mod point;

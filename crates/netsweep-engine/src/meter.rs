@@ -1,18 +1,20 @@
 //! Per-trial accounting shared by both sides: thread CPU time, system-wide busy time, where
-//! the data thread ran, and the endpoint's own counters (zero-copy, TCP_INFO), as deltas.
+//! the data thread ran, the endpoint's own counters (zero-copy, TCP_INFO) and the namespace's
+//! kernel counters (IP fragments, UDP buffer errors…), as deltas.
 
 use crate::cpu::{current_cpu, thread_migrations, SystemCpu, ThreadCpu};
 use netsweep_endpoint::EndpointStats;
 use netsweep_proto::messages::SideCounters;
 
 /// Readings taken just before a trial's loop; read outside the timed loop.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TrialMeter {
     thread: ThreadCpu,
     system: SystemCpu,
     cpu: Option<u32>,
     migrations: Option<u64>,
     stats: EndpointStats,
+    kernel: Option<crate::kernel::Snapshot>,
 }
 
 impl TrialMeter {
@@ -20,6 +22,7 @@ impl TrialMeter {
     pub fn start(stats: EndpointStats) -> Self {
         Self {
             stats,
+            kernel: crate::kernel::read(),
             cpu: current_cpu(),
             migrations: thread_migrations(),
             system: SystemCpu::now(),
@@ -39,6 +42,9 @@ impl TrialMeter {
         c.cpu_at_end = current_cpu();
         c.cpu_migrations = delta(thread_migrations(), self.migrations);
         let s = stats();
+        if let (Some(before), Some(now)) = (&self.kernel, crate::kernel::read()) {
+            c.kernel = now.since(before);
+        }
         c.zerocopy_completions = s
             .zerocopy_completions
             .saturating_sub(self.stats.zerocopy_completions);

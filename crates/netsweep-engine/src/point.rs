@@ -182,6 +182,7 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     sum.tcp_busy_us = add_opt(sum.tcp_busy_us, c.tcp_busy_us);
     sum.tcp_rwnd_limited_us = add_opt(sum.tcp_rwnd_limited_us, c.tcp_rwnd_limited_us);
     sum.tcp_sndbuf_limited_us = add_opt(sum.tcp_sndbuf_limited_us, c.tcp_sndbuf_limited_us);
+    crate::kernel::add(&mut sum.kernel, &c.kernel);
     sum.socket_drops = add_opt(sum.socket_drops, c.socket_drops);
     sum.send_errors.add(&c.send_errors);
 }
@@ -219,6 +220,7 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
         tcp_busy_us: c.tcp_busy_us,
         tcp_rwnd_limited_us: c.tcp_rwnd_limited_us,
         tcp_sndbuf_limited_us: c.tcp_sndbuf_limited_us,
+        kernel: netsweep_model::kernel::KernelCounts::from_map(&c.kernel),
         socket_drops: c.socket_drops,
         send_errors: c.send_errors,
         service_demand_us_per_kb: if bytes_moved > 0 {

@@ -9,6 +9,7 @@ pub mod anomaly;
 pub mod background;
 pub mod experiment;
 pub mod flows;
+pub mod kernel;
 pub mod load;
 pub mod mesh;
 pub mod results;

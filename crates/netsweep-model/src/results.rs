@@ -338,6 +338,13 @@ pub struct SideTotals {
     /// Datagram sends this side's own stack refused, per errno (not in `messages_sent`).
     #[serde(skip_serializing_if = "SendErrors::is_empty")]
     pub send_errors: SendErrors,
+    /// This side's network namespace counters that grew over the timed trials, as
+    /// `Section.Name` of /proc/net/snmp and /proc/net/netstat (`Ip.FragCreates`,
+    /// `Udp.SndbufErrors`, `TcpExt.TCPRcvCollapsed`…): the kernel's view of fragments,
+    /// buffer drops and receive-queue pruning. The whole namespace's, control traffic
+    /// included.
+    #[serde(default, skip_serializing_if = "crate::kernel::KernelCounts::is_empty")]
+    pub kernel: crate::kernel::KernelCounts,
 }
 
 /// CPU placement of both data threads over a point's timed trials. On small machines

@@ -332,6 +332,11 @@ pub struct SideCounters {
     /// delta).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_sndbuf_limited_us: Option<u64>,
+    /// The namespace's kernel counters that grew during the trial (`Ip.FragCreates`,
+    /// `Udp.SndbufErrors`…: netsweep-model's `kernel::FIELDS`); a receiver keeps only those
+    /// names, so a peer cannot grow it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub kernel: std::collections::BTreeMap<String, u64>,
     /// Datagrams the kernel dropped at this side's receive socket during the trial (sk_drops
     /// delta: a full buffer above all); `None` where the data path cannot read it.
     pub socket_drops: Option<u64>,

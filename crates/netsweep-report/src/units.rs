@@ -59,10 +59,13 @@ pub fn short(v: f64) -> String {
     trim(s)
 }
 
-/// A size for an axis tick or prose: 1 B, 512 B, 1 KiB, 1.5 KiB, 64 KiB, 1 MiB.
+/// A size for an axis tick or prose: 1 B, 512 B, 1 KiB, 1.5 KiB, 64 KiB, 1 MiB; a size under
+/// 10 KiB that is no whole quarter KiB stays in bytes (1500 B, not 1.46 KiB).
 pub fn size_tick(bytes: f64) -> String {
     const K: f64 = 1024.0;
-    if bytes >= K * K * K {
+    if bytes < 10.0 * K && bytes.fract() == 0.0 && bytes % 256.0 != 0.0 {
+        format!("{} B", bytes as u64)
+    } else if bytes >= K * K * K {
         format!("{} GiB", short(bytes / (K * K * K)))
     } else if bytes >= K * K {
         format!("{} MiB", short(bytes / (K * K)))
@@ -107,6 +110,8 @@ mod tests {
         assert_eq!(size_tick(1.0), "1 B");
         assert_eq!(size_tick(1024.0), "1 KiB");
         assert_eq!(size_tick(1536.0), "1.5 KiB");
+        assert_eq!(size_tick(1500.0), "1500 B");
+        assert_eq!(size_tick(8972.0), "8972 B");
         assert_eq!(size_tick(65536.0), "64 KiB");
         assert_eq!(size_tick(1048576.0), "1 MiB");
         assert_eq!(time_tick(3000.0), "3 µs");

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 /// A figure of one cell (at one size).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FigureRef {
-    /// The figure's name (see [`metric::METRICS`]).
+    /// The figure's name (see [`metric::all`]).
     pub metric: String,
     /// `(factor, level)` pairs picking the cell (`run` picks the `[[run]]`).
     pub selector: Vec<(String, String)>,

@@ -18,8 +18,12 @@ pub struct FigureSpec {
     /// Title; default: "<figure label> against <x label>".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// The figure drawn (a name of [`metric::METRICS`]).
+    /// The figure drawn (a name of [`metric::all`]).
     pub y: String,
+    /// A second figure drawn dashed beside `y`, in the same series' colours (Figure 3.8's
+    /// sender rate beside the receiver's); same unit as `y`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashed: Option<String>,
     /// A factor's name, or [`SIZE`].
     pub x: String,
     /// A factor whose levels are the series.
@@ -51,6 +55,20 @@ impl FigureSpec {
                 self.y,
                 metric::names()
             ));
+        }
+        if let Some(d) = &self.dashed {
+            let (Some(dm), Some(ym)) = (metric::metric(d), metric::metric(&self.y)) else {
+                return Err(format!(
+                    "dashed: no figure called \"{d}\": the figures are {}",
+                    metric::names()
+                ));
+            };
+            if dm.unit != ym.unit {
+                return Err(format!(
+                    "dashed: \"{d}\" is not in the unit of \"{}\": pick a figure of the same unit",
+                    self.y
+                ));
+            }
         }
         let factor = |field: &str, name: &str| -> Result<usize, String> {
             design.factor(name).ok_or_else(|| {
@@ -113,6 +131,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             id: format!("{y}-by-{first}"),
             title: None,
             y: y.clone(),
+            dashed: None,
             x: first.to_string(),
             series: names.get(1).map(|s| s.to_string()),
             panels: names.get(2).map(|s| s.to_string()),
@@ -127,6 +146,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             id: format!("{y}-by-size"),
             title: None,
             y,
+            dashed: None,
             x: SIZE.into(),
             series: names.first().map(|s| s.to_string()),
             panels: names.get(1).map(|s| s.to_string()),

@@ -3,6 +3,8 @@
 //! cell combine (rates add up; latencies average). Derived figures (`goodput_limit`,
 //! `wire_mbps`) come from the arithmetic of [`super::arithmetic`].
 
+pub mod cost;
+
 use super::arithmetic::{self, LinkFacts};
 use crate::results::PointResult;
 use crate::spec::{Pattern, RunSpec};
@@ -326,14 +328,19 @@ pub const METRICS: &[Metric] = &[
     },
 ];
 
+/// Every figure: [`METRICS`] and the cost figures ([`cost`]).
+pub fn all() -> impl Iterator<Item = &'static Metric> {
+    METRICS.iter().chain(cost::COST_METRICS)
+}
+
 /// The figure called `name`.
 pub fn metric(name: &str) -> Option<&'static Metric> {
-    METRICS.iter().find(|m| m.name == name)
+    all().find(|m| m.name == name)
 }
 
 /// The figure names, quoted, for messages.
 pub fn names() -> String {
-    super::design::quoted(METRICS.iter().map(|m| m.name))
+    super::design::quoted(all().map(|m| m.name))
 }
 
 impl Metric {
@@ -366,10 +373,11 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_units_format() {
-        let mut n: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        let mut n: Vec<&str> = all().map(|m| m.name).collect();
+        let count = n.len();
         n.sort_unstable();
         n.dedup();
-        assert_eq!(n.len(), METRICS.len());
+        assert_eq!(n.len(), count);
         assert_eq!(MetricUnit::Nanos.format(84_312.0), "84.31 µs");
         assert_eq!(MetricUnit::Mbps.format(95.64), "95.64 Mbit/s");
         assert_eq!(MetricUnit::Mbps.format(1500.0), "1.500 Gbit/s");

@@ -125,6 +125,13 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
                 Some(f) => against_factor(spec, design, obs, m, f, chunk),
                 None => against_size(spec, obs, m, chunk),
             };
+            if let Some(d) = spec.dashed.as_deref().and_then(metric::metric) {
+                let extra = match x_f {
+                    Some(f) => against_factor(spec, design, obs, d, f, chunk),
+                    None => against_size(spec, obs, d, chunk),
+                };
+                dashed_beside(&mut chart, extra, m, d);
+            }
             chart.id = format!("{}-{pi}-{k}", spec.id);
             chart.title = match (panel.title.is_empty(), groups.len() > MAX_SERIES) {
                 (true, false) => String::new(),
@@ -191,6 +198,39 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
         svg: doc,
         charts,
     })
+}
+
+/// Adds `extra`'s series to `chart` dashed, in the colours of `chart`'s, each legend naming
+/// its figure, and refits the value axis to both.
+fn dashed_beside(chart: &mut Chart, extra: Chart, solid: &Metric, dashed: &Metric) {
+    // Short names ("sender rate") unless they coincide ("round trip" twice): then in full.
+    let (sn, dn) = match (short(solid), short(dashed)) {
+        (a, b) if a == b => (solid.label, dashed.label),
+        pair => pair,
+    };
+    let name = |label: &str, m: &str| {
+        if label.is_empty() {
+            m.to_string()
+        } else {
+            format!("{label}, {m}")
+        }
+    };
+    for s in &mut chart.series {
+        s.label = name(&s.label, sn);
+    }
+    for mut s in extra.series {
+        s.label = name(&s.label, dn);
+        s.stroke = crate::plot::Stroke::Dashed;
+        chart.series.push(s);
+    }
+    let log = matches!(chart.y.scale, Scale::Log { .. });
+    chart.y.scale = Scale::fit(ys(chart), log, !log);
+    chart.y.title = format!("{sn} (solid), {dn} (dashed)");
+}
+
+/// A figure's label up to its first parenthesis or comma: "sender rate".
+fn short(m: &Metric) -> &'static str {
+    m.label.split([',', '(']).next().unwrap_or(m.label).trim()
 }
 
 fn capitalise(s: &str) -> String {

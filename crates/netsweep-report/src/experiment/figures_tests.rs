@@ -87,6 +87,7 @@ fn spec(x: &str, series: Option<&str>) -> FigureSpec {
         id: "f".into(),
         title: None,
         y: "rtt_p50".into(),
+        dashed: None,
         x: x.into(),
         series: series.map(String::from),
         panels: None,
@@ -200,4 +201,37 @@ fn a_figure_of_one_run_draws_only_that_runs_cells() {
     };
     let e = unknown.check(&d).unwrap_err();
     assert!(e.contains("\"rtt\"") && e.contains("\"other\""), "{e}");
+}
+
+#[test]
+fn a_dashed_figure_is_drawn_beside_the_solid_one_in_the_same_colours() {
+    let d = design(4);
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let mut s = spec("band", Some("load"));
+    s.dashed = Some("rtt_p99".into());
+    let drawn = draw(&s, &d, &obs).unwrap();
+    let c = &drawn.charts[0];
+    assert_eq!(c.series.len(), 4, "two levels, each solid and dashed");
+    let (solid, dashed) = c.series.split_at(2);
+    for (a, b) in solid.iter().zip(dashed) {
+        assert_eq!(a.stroke, crate::plot::Stroke::Solid);
+        assert_eq!(b.stroke, crate::plot::Stroke::Dashed);
+        assert_eq!(a.color, b.color, "a level keeps its colour, dashed or not");
+        // Both figures are "round trip, …": the legend keeps their full names apart.
+        assert!(
+            a.label.contains("median") && b.label.contains("99"),
+            "{} / {}",
+            a.label,
+            b.label
+        );
+    }
+    assert!(c.y.title.contains("(solid)") && c.y.title.contains("(dashed)"));
+    // A dashed figure of another unit is refused by name.
+    s.dashed = Some("throughput".into());
+    let e = s.check(&d).unwrap_err();
+    assert!(e.contains("dashed") && e.contains("same unit"), "{e}");
 }

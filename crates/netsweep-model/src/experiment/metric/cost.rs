@@ -1,0 +1,161 @@
+//! The figures of what a message cost and where datagrams went: CPU time per message on each
+//! side (the cost of a layer where the sender is CPU-bound), the receiver's goodput over the
+//! sender's window, loss split by where the kernel counted it (the receiving socket, leaving
+//! the sender, elsewhere), and IP fragments per message from the namespaces' own counters
+//! (`kernel` in each side's totals).
+
+use super::{Combine, Metric, MetricUnit};
+use crate::results::{PointResult, SideTotals};
+use crate::spec::Pattern;
+
+const STREAMS: &[Pattern] = &[Pattern::Stream, Pattern::Bidir];
+
+fn cpu_ns(s: &SideTotals) -> f64 {
+    (s.cpu_user_ns + s.cpu_sys_ns) as f64
+}
+
+fn per(n: f64, d: u64) -> Option<f64> {
+    (d > 0).then(|| n / d as f64)
+}
+
+/// A kernel counter of one side per message the client sent.
+fn per_sent(p: &PointResult, side: &SideTotals, field: &str) -> Option<f64> {
+    per(side.kernel.get(field) as f64, p.client.messages_sent)
+}
+
+/// Datagrams the client sent in the point (the loss figures' denominator).
+fn sent(p: &PointResult) -> Option<u64> {
+    p.loss.as_ref().map(|l| l.sent).filter(|n| *n > 0)
+}
+
+fn loss_socket(p: &PointResult) -> Option<f64> {
+    per(p.server.socket_drops? as f64, sent(p)?)
+}
+
+/// A datagram a full qdisc or device queue refused is counted by the sender's kernel as a
+/// send buffer error (UDP without IP_RECVERR: the send itself reports success).
+fn loss_qdisc(p: &PointResult) -> Option<f64> {
+    per(p.client.kernel.get("Udp.SndbufErrors") as f64, sent(p)?)
+}
+
+/// The cost and whereabouts figures (see the module's text).
+pub const COST_METRICS: &[Metric] = &[
+    Metric {
+        name: "client_cpu_per_msg",
+        label: "client CPU time per message (pingpong: per round trip)",
+        unit: MetricUnit::Nanos,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| per(cpu_ns(&p.client), p.client.messages_sent),
+    },
+    Metric {
+        name: "server_cpu_per_msg",
+        label: "server CPU time per message received",
+        unit: MetricUnit::Nanos,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| per(cpu_ns(&p.server), p.server.messages_received),
+    },
+    Metric {
+        name: "delivered_mbps",
+        label: "receiver goodput over the sender's window (sender rate × bytes received ÷ sent)",
+        unit: MetricUnit::Mbps,
+        combine: Combine::Sum,
+        patterns: STREAMS,
+        read: |p, c| {
+            if c.spec.reverse {
+                return None;
+            }
+            let s = p.sender_mbps.as_ref()?.mean;
+            per(s * p.server.bytes_received as f64, p.client.bytes_sent)
+        },
+    },
+    Metric {
+        name: "loss_socket",
+        label: "loss at the receiving socket (its buffer full: sk_drops)",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: STREAMS,
+        read: |p, _| loss_socket(p),
+    },
+    Metric {
+        name: "loss_qdisc",
+        label: "loss leaving the sender (a full qdisc or device queue: Udp SndbufErrors)",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: STREAMS,
+        read: |p, _| loss_qdisc(p),
+    },
+    Metric {
+        name: "loss_other",
+        label: "loss elsewhere (the path, a lost fragment, in flight at a trial's end)",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: STREAMS,
+        read: |p, _| {
+            let l = p.loss.as_ref()?.ratio;
+            Some((l - loss_socket(p).unwrap_or(0.0) - loss_qdisc(p).unwrap_or(0.0)).max(0.0))
+        },
+    },
+    Metric {
+        name: "frags_per_msg",
+        label: "IP fragments the sender created per message",
+        unit: MetricUnit::Plain,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| per_sent(p, &p.client, "Ip.FragCreates"),
+    },
+    Metric {
+        name: "reasm_per_msg",
+        label: "IP fragments the receiver reassembled per message sent",
+        unit: MetricUnit::Plain,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| per_sent(p, &p.server, "Ip.ReasmReqds"),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::KernelCounts;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn loss_splits_by_where_the_kernel_counted_it() {
+        let mut p: PointResult = serde_json::from_value(serde_json::json!({
+            "size": 3000, "trials": 1, "repetitions": 1000, "elapsed_ns": 1_000_000,
+            "throughput_mbps": {"mean": 1.0, "ci95": 0.0, "max": 1.0, "trials": 1},
+            "client": {"messages_sent": 1000}, "server": {"socket_drops": 100},
+            "loss": {"sent": 1000, "lost": 300, "ratio": 0.3},
+            "precision_target": 0.02, "precision_met": true, "stop_reason": "precision",
+        }))
+        .unwrap();
+        p.client.kernel = KernelCounts::from_map(&BTreeMap::from([
+            ("Udp.SndbufErrors".to_string(), 150u64),
+            ("Ip.FragCreates".to_string(), 2000),
+        ]));
+        let read = |p: &PointResult, n: &str| {
+            let m = COST_METRICS.iter().find(|m| m.name == n).unwrap();
+            let spec = crate::spec::RunSpec::new(
+                crate::spec::Transport::Udp,
+                Pattern::Stream,
+                crate::spec::Family::Ipv4,
+            );
+            (m.read)(
+                p,
+                &super::super::PointContext {
+                    spec: &spec,
+                    link: None,
+                },
+            )
+        };
+        assert_eq!(read(&p, "loss_socket"), Some(0.1));
+        assert_eq!(read(&p, "loss_qdisc"), Some(0.15));
+        assert!((read(&p, "loss_other").unwrap() - 0.05).abs() < 1e-12);
+        assert_eq!(read(&p, "frags_per_msg"), Some(2.0));
+        // No datagrams sent: no loss figure, not a division by zero.
+        p.loss = None;
+        assert_eq!(read(&p, "loss_socket"), None);
+    }
+}
