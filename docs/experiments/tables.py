@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a seed scenario's results, for docs/experiments/<seed>/tables.md.
 
-    tables.py SEED OUT...   SEED is 000 or 003 (001 and 004 have generated pages); OUT are the scenario output
+    tables.py SEED OUT...   SEED is 000 (its AF_XDP part) or 003 (001, 004 and the rest of 000 have generated pages); OUT are the scenario output
                             directories (`netsweep scenario run FILE -o OUT`), named by file stem.
 Reads only the results JSON files; prints Markdown on stdout.
 """
@@ -29,12 +29,6 @@ def half_rtt_us(p):
     return None if not lat else lat["half_rtt_ns"]["p50"] / 1e3
 
 
-def sending_s(p):
-    """Seconds the client spent sending in the point's timed trials (bytes over its rate)."""
-    rate = est(p, "sender_mbps")
-    return p["client"]["bytes_sent"] * 8 / (rate * 1e6) if rate else None
-
-
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(r) + " |" for r in rows]
@@ -42,55 +36,7 @@ def table(head, rows):
 
 
 def seed000(dirs):
-    out = dirs["000-dlpi-vs-udp"]
-    pk, ud = load(out, "packet-stream"), load(out, "udp-stream")
-    gso = load(out, "udp-gso-stream")
-    s = "### packet vs udp up to the MTU (1 Gbit/s link, MTU 1500)\n\n"
-    rows = []
-    for a, b, g in zip(pk["points"], ud["points"], gso["points"]):
-        ps, pr, us, ur = (est(a, "sender_mbps"), est(a, "receiver_mbps"),
-                          est(b, "sender_mbps"), est(b, "receiver_mbps"))
-        gain = None if not ur else (pr / ur - 1) * 100
-        rows.append([f"{a['size']} / {b['size']}", fmt(ps), fmt(pr), fmt(us), fmt(ur),
-                     fmt(gain) + " %", fmt(est(g, "receiver_mbps"))])
-    s += table(["size packet / udp (B)", "packet sender Mbit/s", "packet receiver Mbit/s",
-                "udp sender Mbit/s", "udp receiver Mbit/s", "receiver gain packet vs udp",
-                "udp+gso receiver Mbit/s"], rows)
-    s += "\n### Packet rate with the layers stripped today (unshaped veth, MTU 1500)\n\n"
-    rows = []
-    for name in ["packet-small", "udp-small", "udp-gso-small"]:
-        for p in load(out, name)["points"]:
-            loss = p.get("loss") or {}
-            rx = est(p, "receiver_mbps")
-            pps = None if rx is None else rx * 1e6 / 8 / p["size"]
-            c = p["client"]
-            per_call = c["messages_sent"] / c["send_calls"] if c["send_calls"] else None
-            rows.append([name, str(p["size"]), fmt(pps, 0), fmt(rx),
-                         fmt(100 * loss.get("ratio", 0), 2) + " %", fmt(per_call, 1)])
-    s += table(["run", "size (B)", "receiver datagrams/s", "receiver Mbit/s", "loss",
-                "datagrams per send call"], rows)
-    big = load(out, "udp-large")
-    s += "\n### udp to 65507 B: loss and send calls\n\n"
-    rows = []
-    for p in big["points"]:
-        loss = p.get("loss") or {}
-        calls, secs = p["client"]["send_calls"], sending_s(p)
-        rows.append([str(p["size"]), fmt(est(p, "sender_mbps")), fmt(est(p, "receiver_mbps")),
-                     fmt(100 * loss.get("ratio", 0), 2) + " %", str(calls), fmt(secs, 3),
-                     fmt(calls / secs if secs else None, 0)])
-    s += table(["size (B)", "sender Mbit/s", "receiver Mbit/s", "loss", "send calls",
-                "timed sending (s)", "send calls per second"], rows)
-    s += "\n### MTU 1500 vs 9000 (unshaped veth)\n\n"
-    rows = []
-    for name in ["packet-mtu1500", "packet-mtu9000", "udp-mtu1500", "udp-mtu9000"]:
-        for p in load(out, name)["points"]:
-            loss = p.get("loss") or {}
-            rows.append([name, str(p["size"]), fmt(est(p, "sender_mbps")),
-                         fmt(est(p, "receiver_mbps")), fmt(100 * loss.get("ratio", 0), 2) + " %"])
-    s += table(["run", "size (B)", "sender Mbit/s", "receiver Mbit/s", "loss"], rows)
-    if "000-xdp" in dirs:
-        s += seed000_xdp(dirs["000-xdp"])
-    return s
+    return seed000_xdp(dirs["000-xdp"])
 
 
 def seed000_xdp(out):

@@ -128,74 +128,111 @@ fn seed_000_measures_packet_and_udp_to_the_mtu_and_udp_to_65507() {
         "000-dlpi-vs-udp",
         &[
             SHORT,
-            (r#""64,128..1408:+128,1472""#, r#""512,1472""#),
+            (r#""64,128..1408:+128,1472""#, r#""1024,1472""#),
             (
-                r#""1000,1472,1473,3000,8k,16k,32k,60000,65507""#,
-                r#""1000,3000,60000,65507""#,
+                r#""1000,1472,3000,8k,16k,32k,60000,65507""#,
+                r#""3000,60000,65507""#,
             ),
-            (r#""1472,8972,65507""#, r#""8972""#),
         ],
     );
     let out = run_scenario("seed000", &text);
-    let (pk, ud) = (load(&out, "to-mtu-packet"), load(&out, "to-mtu-udp"));
-    // Both stacks measured up to the MTU at the same sizes, both ends of each counted.
-    assert_eq!(sizes(&pk), [512, 1472]);
-    assert_eq!(sizes(&ud), [512, 1472]);
+    let (pk, ud) = (load(&out, "cost-packet"), load(&out, "cost-udp"));
+    // Both stacks measured at the same sizes, both ends pinned apart, each side's CPU counted.
     for r in [&pk, &ud] {
+        assert_eq!(sizes(r), [1024, 1472]);
         for p in r["points"].as_array().unwrap() {
             assert!(
                 mean(p, "sender_mbps") > 0.0 && mean(p, "receiver_mbps") > 0.0,
                 "{p}"
             );
-            // A receiver cannot get more than was sent.
-            let c = &p["client"];
+            let (c, s) = (&p["client"], &p["server"]);
             assert!(
-                p["server"]["messages_received"].as_u64() <= c["messages_sent"].as_u64(),
+                s["messages_received"].as_u64() <= c["messages_sent"].as_u64(),
                 "{p}"
             );
+            assert!(c["cpu_sys_ns"].as_u64().unwrap() > 0, "{c}");
+            assert_eq!(p["placement"]["client_cpus"], serde_json::json!([0]), "{p}");
+            assert_eq!(p["placement"]["server_cpus"], serde_json::json!([1]), "{p}");
         }
     }
-    // udp to 65507 B: one send call per datagram, loss counted at each size.
-    let big = load(&out, "udp-large");
-    assert_eq!(sizes(&big), [1000, 3000, 60000, 65507]);
-    for p in big["points"].as_array().unwrap() {
-        let c = &p["client"];
-        assert_eq!(c["send_calls"], c["messages_sent"], "{p}");
-        assert!(c["send_calls"].as_u64().unwrap() > 0);
-        let loss = &p["loss"];
+    // The fragmentation boundary, by the sender's own kernel: a 1472-byte datagram leaves
+    // whole, a 1473-byte one as exactly two fragments (nothing else in the client's namespace
+    // fragments), and the receiver's kernel reassembles them.
+    let frag = load(&out, "frag");
+    assert_eq!(sizes(&frag), [1400, 1472, 1473, 2000, 2952, 2953]);
+    let at = |size: u64| {
+        frag["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["size"] == size)
+            .unwrap()
+            .clone()
+    };
+    let kernel = |p: &Value, side: &str, f: &str| p[side]["kernel"][f].as_u64().unwrap_or(0);
+    let whole = at(1472);
+    assert_eq!(
+        kernel(&whole, "client", "Ip.FragCreates"),
+        0,
+        "{}",
+        whole["client"]
+    );
+    for (size, frags) in [(1473, 2), (2953, 3)] {
+        let p = at(size);
+        let sent = p["client"]["messages_sent"].as_u64().unwrap();
+        assert!(sent > 0);
         assert_eq!(
-            loss["sent"].as_u64().unwrap(),
-            loss["received"].as_u64().unwrap() + loss["lost"].as_u64().unwrap(),
-            "{p}"
+            kernel(&p, "client", "Ip.FragCreates"),
+            frags * sent,
+            "{size} B: {}",
+            p["client"]
         );
+        assert!(
+            kernel(&p, "server", "Ip.ReasmOKs") > 0,
+            "{size} B: {}",
+            p["server"]
+        );
+    }
+    // udp to 65507 B on both wires: one send call per datagram, loss counted at each size,
+    // and the receiving socket's drops read (they are part of the loss, never more).
+    for wire in ["gige", "unshaped"] {
+        let big = load(&out, &format!("large-{wire}"));
+        assert_eq!(sizes(&big), [3000, 60000, 65507]);
+        for p in big["points"].as_array().unwrap() {
+            let c = &p["client"];
+            assert_eq!(c["send_calls"], c["messages_sent"], "{p}");
+            let loss = &p["loss"];
+            let lost = loss["lost"].as_u64().unwrap();
+            assert_eq!(
+                loss["sent"].as_u64().unwrap(),
+                loss["received"].as_u64().unwrap() + lost,
+                "{p}"
+            );
+            assert!(p["server"]["socket_drops"].is_u64(), "{p}");
+        }
     }
     // The jumbo runs went over the MTU-9000 link: 8992 B of packet payload fits one frame.
     let jumbo = load(&out, "jumbo-packet");
     assert_eq!(sizes(&jumbo), [1492, 8992]);
     assert!(mean(&jumbo["points"][1], "receiver_mbps") > 0.0);
-    assert_eq!(sizes(&load(&out, "jumbo-udp-mtu9000")), [8972]);
-    // The modern stripping of layers: udp with GSO carries many datagrams per send call, and
-    // its loss is still counted per datagram.
-    let gso = load(&out, "small-udp-gso");
+    assert_eq!(sizes(&load(&out, "jumbo-mtu9000")), [1472, 8972, 65507]);
+    // Batching: udp with GSO carries many datagrams per send call, its loss still counted
+    // per datagram.
+    let gso = load(&out, "small-gso");
     assert_eq!(gso["spec"]["api"], "gso");
-    assert_eq!(sizes(&gso), [64, 512, 1472]);
-    let small = &gso["points"][0];
-    let c = &small["client"];
+    let c = &gso["points"][0]["client"];
     assert!(
         c["send_calls"].as_u64().unwrap() * 2 <= c["messages_sent"].as_u64().unwrap(),
         "64 B with GSO: {c}"
     );
-    for r in [&gso, &load(&out, "small-udp"), &load(&out, "small-packet")] {
-        for p in r["points"].as_array().unwrap() {
-            let loss = &p["loss"];
-            assert_eq!(
-                loss["sent"].as_u64().unwrap(),
-                loss["received"].as_u64().unwrap() + loss["lost"].as_u64().unwrap(),
-                "{p}"
-            );
-        }
-    }
-    assert_eq!(sizes(&load(&out, "to-mtu-udp-gso")), [512, 1472]);
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(
+        index["verdicts"].as_array().unwrap().len(),
+        14,
+        "{}",
+        index["verdicts"]
+    );
 }
 
 #[test]
