@@ -38,6 +38,7 @@ pub(crate) struct RawFigure {
     log_x: Option<bool>,
     log_y: Option<bool>,
     run: Option<String>,
+    y_zero: Option<bool>,
 }
 
 /// The factors a run varies (its `factors`, or all of them) and the combinations it lists
@@ -226,6 +227,7 @@ pub(crate) fn parse_figures(
             log_x: rf.log_x,
             log_y: rf.log_y,
             run: rf.run.clone(),
+            y_zero: rf.y_zero,
         };
         spec.check(design).map_err(|m| (field.clone(), at, m))?;
         out.push(spec);

@@ -44,6 +44,10 @@ pub struct FigureSpec {
     /// Only the cells of this `[[run]]` (default: every cell that measures `y`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// A linear value axis starts at zero (default: yes); false fits it to the data, so a
+    /// difference of a few per cent fills the figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub y_zero: Option<bool>,
 }
 
 impl FigureSpec {
@@ -139,6 +143,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             log_x: None,
             log_y: None,
             run: None,
+            y_zero: None,
         });
     }
     if several_sizes || names.is_empty() {
@@ -154,6 +159,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             log_x: None,
             log_y: None,
             run: None,
+            y_zero: None,
         });
     }
     out

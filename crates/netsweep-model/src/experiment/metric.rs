@@ -75,6 +75,8 @@ pub enum Combine {
     Sum,
     /// Averaged over the clients (latencies, ratios).
     Mean,
+    /// Jain's fairness index over the clients' values: (Σx)² ÷ (n·Σx²), 1 when all are equal.
+    Jain,
 }
 
 /// What a figure reads, with what it needs beside the point.

@@ -76,6 +76,7 @@ impl<'a> Observations<'a> {
             return None;
         }
         let mut acc = 0.0;
+        let mut squares = 0.0;
         for r in clients {
             let p = match size {
                 Some(s) => r.points.iter().find(|p| p.size == s)?,
@@ -87,11 +88,15 @@ impl<'a> Observations<'a> {
                 spec: &r.spec,
                 link: link.as_ref(),
             };
-            acc += (m.read)(p, &ctx).filter(|v| v.is_finite())?;
+            let v = (m.read)(p, &ctx).filter(|v| v.is_finite())?;
+            acc += v;
+            squares += v * v;
         }
         Some(match m.combine {
             Combine::Sum => acc,
             Combine::Mean => acc / clients.len() as f64,
+            Combine::Jain if squares > 0.0 => acc * acc / (clients.len() as f64 * squares),
+            Combine::Jain => return None,
         })
     }
 

@@ -130,7 +130,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
                     Some(f) => against_factor(spec, design, obs, d, f, chunk),
                     None => against_size(spec, obs, d, chunk),
                 };
-                dashed_beside(&mut chart, extra, m, d);
+                dashed_beside(&mut chart, extra, m, d, spec.y_zero.unwrap_or(true));
             }
             chart.id = format!("{}-{pi}-{k}", spec.id);
             chart.title = match (panel.title.is_empty(), groups.len() > MAX_SERIES) {
@@ -161,7 +161,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     if charts.len() > 1 {
         let all: Vec<f64> = charts.iter().flat_map(ys).collect();
         let log_y = spec.log_y.unwrap_or(false);
-        let scale = Scale::fit(all, log_y, !log_y);
+        let scale = Scale::fit(all, log_y, !log_y && spec.y_zero.unwrap_or(true));
         for c in &mut charts {
             c.y.scale = scale;
         }
@@ -202,7 +202,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
 
 /// Adds `extra`'s series to `chart` dashed, in the colours of `chart`'s, each legend naming
 /// its figure, and refits the value axis to both.
-fn dashed_beside(chart: &mut Chart, extra: Chart, solid: &Metric, dashed: &Metric) {
+fn dashed_beside(chart: &mut Chart, extra: Chart, solid: &Metric, dashed: &Metric, zero: bool) {
     // Short names ("sender rate") unless they coincide ("round trip" twice): then in full.
     let (sn, dn) = match (short(solid), short(dashed)) {
         (a, b) if a == b => (solid.label, dashed.label),
@@ -224,7 +224,7 @@ fn dashed_beside(chart: &mut Chart, extra: Chart, solid: &Metric, dashed: &Metri
         chart.series.push(s);
     }
     let log = matches!(chart.y.scale, Scale::Log { .. });
-    chart.y.scale = Scale::fit(ys(chart), log, !log);
+    chart.y.scale = Scale::fit(ys(chart), log, !log && zero);
     chart.y.title = format!("{sn} (solid), {dn} (dashed)");
 }
 
@@ -352,7 +352,7 @@ fn against_factor(
         c.series.push(s);
     }
     let log_y = spec.log_y.unwrap_or(false);
-    c.y.scale = Scale::fit(ys(&c), log_y, !log_y);
+    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
 }
 
@@ -413,7 +413,7 @@ fn against_size(
         c.x.title = "message size (bytes, log scale)".into();
     }
     let log_y = spec.log_y.unwrap_or(false);
-    c.y.scale = Scale::fit(ys(&c), log_y, !log_y);
+    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
 }
 

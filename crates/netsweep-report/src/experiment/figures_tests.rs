@@ -95,6 +95,7 @@ fn spec(x: &str, series: Option<&str>) -> FigureSpec {
         log_x: None,
         log_y: None,
         run: None,
+        y_zero: None,
     }
 }
 

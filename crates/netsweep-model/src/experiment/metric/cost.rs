@@ -2,7 +2,8 @@
 //! side (the cost of a layer where the sender is CPU-bound), the receiver's goodput over the
 //! sender's window, loss split by where the kernel counted it (the receiving socket, leaving
 //! the sender, elsewhere), and IP fragments per message from the namespaces' own counters
-//! (`kernel` in each side's totals).
+//! (`kernel` in each side's totals); how busy the host was; and how concurrent clients
+//! shared the server (per client, and Jain's index over them).
 
 use super::{Combine, Metric, MetricUnit};
 use crate::results::{PointResult, SideTotals};
@@ -55,6 +56,30 @@ pub const COST_METRICS: &[Metric] = &[
         combine: Combine::Mean,
         patterns: &[],
         read: |p, _| per(cpu_ns(&p.server), p.server.messages_received),
+    },
+    Metric {
+        name: "system_busy",
+        label: "the host's CPUs busy during the trials (all CPUs)",
+        unit: MetricUnit::Fraction,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| Some(p.client.system_busy),
+    },
+    Metric {
+        name: "throughput_per_client",
+        label: "throughput per client",
+        unit: MetricUnit::Mbps,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| Some(p.throughput_mbps.mean),
+    },
+    Metric {
+        name: "clients_fairness",
+        label: "Jain's fairness index over the clients' throughput",
+        unit: MetricUnit::Plain,
+        combine: Combine::Jain,
+        patterns: &[],
+        read: |p, _| Some(p.throughput_mbps.mean),
     },
     Metric {
         name: "delivered_mbps",
@@ -157,5 +182,28 @@ mod tests {
         // No datagrams sent: no loss figure, not a division by zero.
         p.loss = None;
         assert_eq!(read(&p, "loss_socket"), None);
+    }
+
+    #[test]
+    fn clients_combine_into_a_mean_and_jains_index() {
+        let text = include_str!("../../../../../tests/data/tcp-pingpong.json");
+        let one = |mbps: f64| {
+            let mut r = crate::results::load(text).unwrap();
+            r.points.truncate(1);
+            r.points[0].throughput_mbps.mean = mbps;
+            r
+        };
+        let (a, b) = (one(30.0), one(10.0));
+        let mut obs = crate::experiment::Observations::new(1, 1);
+        obs.add(0, 1, &a);
+        obs.add(0, 1, &b);
+        let m = |n: &str| COST_METRICS.iter().find(|m| m.name == n).unwrap();
+        assert_eq!(
+            obs.value(0, 1, m("throughput_per_client"), None),
+            Some(20.0)
+        );
+        // (30 + 10)² ÷ (2 × (900 + 100)) = 0.8.
+        let j = obs.value(0, 1, m("clients_fairness"), None).unwrap();
+        assert!((j - 0.8).abs() < 1e-12, "{j}");
     }
 }
