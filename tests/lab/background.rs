@@ -149,16 +149,34 @@ fn background_load_raises_its_bands_rtt_and_a_higher_band_beats_it() {
 
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
-fn the_seed_002_scenario_measures_every_band_and_four_clients_at_once() {
+fn the_seed_002_scenario_measures_every_band_precedence_and_eight_clients_at_once() {
     let _l = lab_test("the_seed_002_scenario");
     let out = scratch("seed002");
-    // One repetition of each cell: the design, not the statistics, is under test here.
-    let text = std::fs::read_to_string(concat!(
+    // One repetition of each cell, shorter points: the design, not the statistics, is under
+    // test here (the committed page is the statistics).
+    let mut text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scenarios/seeds/002-priority-bands.toml"
     ))
     .unwrap()
     .replace("repeat = 5", "repeat = 1");
+    for (from, to) in [
+        (
+            r#""--trial-time", "100ms", "--max-point-time", "1s""#,
+            r#""--trial-time", "20ms", "--max-point-time", "200ms""#,
+        ),
+        (
+            r#""--trial-time", "200ms", "--max-point-time", "2s""#,
+            r#""--trial-time", "50ms", "--max-point-time", "500ms""#,
+        ),
+        (
+            r#""--trial-time", "100ms", "--min-trials", "10", "--max-point-time", "2s""#,
+            r#""--trial-time", "20ms", "--min-trials", "5", "--max-point-time", "1s""#,
+        ),
+    ] {
+        assert!(text.contains(from), "{from} no longer in the scenario");
+        text = text.replace(from, to);
+    }
     let file = out.join("scenario.toml");
     std::fs::write(&file, text).unwrap();
     let o = run(&[
@@ -176,47 +194,46 @@ fn the_seed_002_scenario_measures_every_band_and_four_clients_at_once() {
             .unwrap()
     };
     let index = load("index");
-    let names: Vec<&str> = index["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["name"].as_str().unwrap())
-        .collect();
-    // 8 band × load cells, then 1 + 2 + 4 clients.
-    assert_eq!(names.len(), 15, "{names:?}");
-    assert!(index["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|r| r["status"] == "ok"));
-    // Under the band-0 stream, band 0 queues behind it; band 1 (its own class) does not.
-    let (idle0, loaded0, loaded1) = (
-        rtt_p50(&load("rtt-band0-idle")),
-        rtt_p50(&load("rtt-band0-loaded")),
-        rtt_p50(&load("rtt-band1-loaded")),
+    let runs = index["runs"].as_array().unwrap();
+    // 14 bands idle, the classless link, 2 queues × 3 loads, then 1 + 2 + 4 + 8 clients.
+    assert_eq!(runs.len(), 14 + 1 + 6 + 15, "{runs:?}");
+    assert!(runs.iter().all(|r| r["status"] == "ok"), "{runs:?}");
+    // Each band is its own SO_PRIORITY, as both ends set it.
+    for band in [1, 2, 20, 40, 50, 60, 80, 100, 120, 140, 160, 180, 200, 255] {
+        let v = load(&format!("idle-band{band}"));
+        for side in ["client", "server"] {
+            assert_eq!(v["granted"][side]["priority"], band, "band {band}");
+        }
+    }
+    // Strict priority at the 100 Mbit/s bottleneck: the class behind the other class's
+    // stream waits for it; the class ahead of it does not. A FIFO makes both wait.
+    // (A round trip behind the stream takes a good part of a short trial: a few suffice.)
+    let p50 = |n: &str| {
+        let v = load(n);
+        let rtt = &v["points"][0]["latency"]["rtt_ns"];
+        assert!(rtt["count"].as_u64().unwrap() >= 1, "{n}: {rtt}");
+        rtt["p50"].as_f64().unwrap()
+    };
+    let (high, low, fifo) = (
+        p50("compete-prio-high"),
+        p50("compete-prio-low"),
+        p50("compete-fifo-high"),
     );
     assert!(
-        loaded0 >= 2.0 * idle0 && loaded0 >= 3.0 * loaded1,
-        "{idle0} {loaded0} {loaded1}"
+        low >= 3.0 * high && fifo >= 3.0 * high,
+        "prio: high {high} low {low}; fifo high {fifo}"
     );
-    // One repetition decides no claim; the page says so and draws the band figure.
+    // One repetition decides no claim; the page says so.
     assert!(stdout.contains("too few for a spread"), "{stdout}");
-    assert!(out.join("figures/rtt-by-band.svg").exists());
-    // Four clients, one server: four sessions, all admitted before any ended, each client
+    assert!(out.join("figures/table-5-3.svg").exists());
+    // Eight clients, one server: eight sessions, all admitted before any ended, each client
     // with its own complete results.
-    let log = std::fs::read_to_string(out.join("many-clients4.server.log")).unwrap();
+    let log = std::fs::read_to_string(out.join("many-clients8.server.log")).unwrap();
     let events: Vec<&str> = log.lines().filter(|l| l.contains(" session ")).collect();
-    assert_eq!(events.len(), 8, "{log}");
-    assert!(events[..4].iter().all(|l| !l.ends_with("ended")), "{log}");
-    for i in 1..=4 {
-        let v = load(&format!("many-clients4-{i}"));
+    assert_eq!(events.len(), 16, "{log}");
+    assert!(events[..8].iter().all(|l| !l.ends_with("ended")), "{log}");
+    for i in 1..=8 {
+        let v = load(&format!("many-clients8-{i}"));
         assert_eq!(v["status"], "complete");
-        // --min-trials 20, unless the point's 2 s budget ran out first (four clients on two
-        // busy CPUs: seen here, one client at 15 trials).
-        let p = &v["points"][0];
-        assert!(
-            p["trials"].as_u64().unwrap() >= 20 || p["stop_reason"] == "time-budget",
-            "{p}"
-        );
     }
 }
