@@ -163,15 +163,21 @@ fn the_seed_002_scenario_measures_every_band_precedence_and_eight_clients_at_onc
     for (from, to) in [
         (
             r#""--trial-time", "100ms", "--max-point-time", "1s""#,
-            r#""--trial-time", "20ms", "--max-point-time", "200ms""#,
+            r#""--trial-time", "20ms", "--max-point-time", "100ms""#,
         ),
+        // Three of the fourteen bands (the claims read 1 and 255), 1 and 8 clients.
+        (
+            "levels = [1, 2, 20, 40, 50, 60, 80, 100, 120, 140, 160, 180, 200, 255]",
+            "levels = [1, 20, 255]",
+        ),
+        ("levels = [1, 2, 4, 8]", "levels = [1, 8]"),
         (
             r#""--trial-time", "200ms", "--max-point-time", "2s""#,
             r#""--trial-time", "50ms", "--max-point-time", "500ms""#,
         ),
         (
             r#""--trial-time", "100ms", "--min-trials", "10", "--max-point-time", "2s""#,
-            r#""--trial-time", "20ms", "--min-trials", "5", "--max-point-time", "1s""#,
+            r#""--trial-time", "20ms", "--min-trials", "3", "--max-point-time", "300ms""#,
         ),
     ] {
         assert!(text.contains(from), "{from} no longer in the scenario");
@@ -195,11 +201,11 @@ fn the_seed_002_scenario_measures_every_band_precedence_and_eight_clients_at_onc
     };
     let index = load("index");
     let runs = index["runs"].as_array().unwrap();
-    // 14 bands idle, the classless link, 2 queues × 3 loads, then 1 + 2 + 4 + 8 clients.
-    assert_eq!(runs.len(), 14 + 1 + 6 + 15, "{runs:?}");
+    // 3 bands idle, the classless link, 2 queues × 3 loads, then 1 + 8 clients.
+    assert_eq!(runs.len(), 3 + 1 + 6 + 9, "{runs:?}");
     assert!(runs.iter().all(|r| r["status"] == "ok"), "{runs:?}");
     // Each band is its own SO_PRIORITY, as both ends set it.
-    for band in [1, 2, 20, 40, 50, 60, 80, 100, 120, 140, 160, 180, 200, 255] {
+    for band in [1, 20, 255] {
         let v = load(&format!("idle-band{band}"));
         for side in ["client", "server"] {
             assert_eq!(v["granted"][side]["priority"], band, "band {band}");

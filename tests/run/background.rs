@@ -162,7 +162,7 @@ fn the_seed_002_scenario_checks_and_loads_every_band_under_load() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        out.contains("with 55 runs is valid: 11 cells × 5 repetitions"),
+        out.contains("with 125 runs is valid: 25 cells × 5 repetitions"),
         "{out}"
     );
     let s = netsweep_lab::Scenario::load(std::path::Path::new(file)).unwrap();
@@ -175,23 +175,26 @@ fn the_seed_002_scenario_checks_and_loads_every_band_under_load() {
     assert_eq!(
         loaded,
         [
-            "rtt-band1-loaded-r1",
-            "rtt-band2-loaded-r1",
-            "rtt-band6-loaded-r1",
-            "rtt-band0-loaded-r1"
+            "compete-prio-high-r1",
+            "compete-prio-low-r1",
+            "compete-fifo-high-r1",
+            "compete-fifo-low-r1"
         ]
     );
     let many = s
         .runs
         .iter()
-        .find(|r| r.name == "many-clients4-r1")
+        .find(|r| r.name == "many-clients8-r1")
         .unwrap();
-    assert_eq!(many.clients, 4);
-    // Every band the runs select has its own htb class, except band 0 (the default class).
+    assert_eq!(many.clients, 8);
+    // Each of the seed's fourteen band numbers has its own htb class on the idle link.
     let classes: Vec<u32> = s.topology.links[0]
         .classes
         .iter()
         .map(|c| c.priority)
         .collect();
-    assert_eq!(classes, [1, 2, 6]);
+    assert_eq!(
+        classes,
+        [1, 2, 20, 40, 50, 60, 80, 100, 120, 140, 160, 180, 200, 255]
+    );
 }
