@@ -20,9 +20,16 @@ pub struct TrialMeter {
 impl TrialMeter {
     /// Takes the starting readings; `stats` are the data path's counters, just read.
     pub fn start(stats: EndpointStats) -> Self {
+        Self::start_with(stats, crate::kernel::read())
+    }
+
+    /// The same, with the namespace's kernel counters read earlier: reading them takes a
+    /// few hundred µs (the kernel renders /proc/net/netstat), too long to sit between the
+    /// server's arming and the client's first send, inside the receiver's window.
+    pub fn start_with(stats: EndpointStats, kernel: Option<crate::kernel::Snapshot>) -> Self {
         Self {
             stats,
-            kernel: crate::kernel::read(),
+            kernel,
             cpu: current_cpu(),
             migrations: thread_migrations(),
             system: SystemCpu::now(),

@@ -40,6 +40,8 @@ impl Peer for SessionPeer<'_> {
         // Background load starts before the trial is armed and stops after its report.
         self.bg.start_trial()?;
         pattern.arm(trial);
+        // Before the server arms: the read is slow (see TrialMeter::start_with).
+        let kernel = crate::kernel::read();
         let asked = Instant::now();
         match self.ctl.request(
             ClientMsg::TrialStart {
@@ -53,7 +55,7 @@ impl Peer for SessionPeer<'_> {
             other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
         }
         let control_rtt_ns = asked.elapsed().as_nanos() as u64;
-        let meter = TrialMeter::start(pattern.stats());
+        let meter = TrialMeter::start_with(pattern.stats(), kernel);
         let t0 = Instant::now();
         let body_result = pattern.run_trial(trial, spec);
         let wall_ns = t0.elapsed().as_nanos() as u64;
