@@ -8,10 +8,10 @@ use std::process::Command;
 const BOLD: &str = "\x1b[1m";
 const YELLOW: &str = "\x1b[33m";
 
-/// A sweep whose points cannot reach their precision: every row is marked `~`. ±0.1% in
-/// 20 ms was met once by a 1-byte point (CI 0.0% over its trials, in a fresh-clone run), so
-/// the target is ±0.0001%: three 5 ms trials' rates agreeing within a millionth, where the
-/// scheduler alone moves them by microseconds.
+/// A sweep whose points cannot reach their precision: every row is marked `~`. The target is
+/// ±0.0001%, finer than the latency histogram resolves a round trip (0.1%): a pingpong's
+/// interval is never narrower than that. (Before it was, trials whose medians fell in one
+/// bucket claimed ±0.0% and met the target: a CI run saw it at 2 bytes.)
 fn args() -> Vec<&'static str> {
     vec![
         "run",

@@ -177,7 +177,19 @@ fn udp_loss_is_what_an_nft_rule_dropped() {
                 let by_rule = (sent + 11) / 16;
                 assert_eq!(drops, by_rule, "{server} {name}");
                 let trailing = u64::from(sent % 16 == 5);
-                assert_eq!(lost, drops - trailing + overflow, "{server} {name}");
+                let expected = drops - trailing + overflow;
+                if server == "netsweep" {
+                    assert_eq!(lost, expected, "{server} {name}");
+                } else {
+                    // iperf3 -s stops reading at TEST_END: a datagram still in flight then
+                    // is neither received nor lost, so a dropped sequence number among the
+                    // last ones is no gap below the highest it read. A CI run saw 4998 sent,
+                    // 313 dropped, 312 lost (4997 dropped, 4998 unread).
+                    assert!(
+                        lost <= expected && expected <= lost + 1,
+                        "{server} {name}: lost {lost}, expected {expected}"
+                    );
+                }
             } else {
                 // The server sends until TEST_END: a datagram or two may meet the rule after
                 // the client stopped reading.

@@ -6,7 +6,7 @@ use netsweep_model::results::{
     Distribution, Estimate, Placement, PointResult, SideTotals, StopReason,
 };
 use netsweep_model::spec::{RunSpec, Transport};
-use netsweep_model::stats::{ci95, LatencyHistogram};
+use netsweep_model::stats::{ci95, LatencyHistogram, RELATIVE_RESOLUTION};
 use netsweep_proto::messages::SideCounters;
 use std::time::Instant;
 
@@ -233,7 +233,9 @@ fn totals(c: &SideCounters, wall_ns: u64, bytes_moved: u64, trials: u32) -> Side
 
 /// Pingpong throughput from per-trial round-trip times: bytes ÷ (grand mean RTT / 2), with
 /// the relative CI of the mean time carried over (first-order, delta method); no CI from
-/// fewer than two trials.
+/// fewer than two trials. The times are read from a latency histogram, which resolves them to
+/// [`RELATIVE_RESOLUTION`]: the interval is never narrower than that, so trials whose medians
+/// fell in one bucket do not claim a ±0.0% precision the histogram cannot see.
 pub fn rate_from_times(size: f64, rtts: &[f64], best_rtt: f64) -> Estimate {
     if rtts.is_empty() {
         return Estimate::default();
@@ -242,7 +244,7 @@ pub fn rate_from_times(size: f64, rtts: &[f64], best_rtt: f64) -> Estimate {
     let mean = mbps(size, mean_rtt / 2.0);
     Estimate {
         mean,
-        ci95: ci95(rtts).map(|c| mean * c.relative),
+        ci95: ci95(rtts).map(|c| mean * c.relative.max(RELATIVE_RESOLUTION)),
         max: mbps(size, best_rtt / 2.0),
         trials: rtts.len() as u32,
     }
@@ -288,7 +290,8 @@ mod tests {
         // 1000 bytes in 10 µs RTT: 1000 B per 5 µs one way = 1600 Mbit/s.
         let e = rate_from_times(1000.0, &[10_000.0, 10_000.0, 10_000.0], 10_000.0);
         assert!((e.mean - 1600.0).abs() < 1e-9);
-        assert_eq!(e.ci95, Some(0.0));
+        // Identical trial medians: the histogram's resolution, not a zero-width interval.
+        assert_eq!(e.ci95, Some(1600.0 * RELATIVE_RESOLUTION));
         assert_eq!(e.trials, 3);
         assert_eq!(rate_from_times(1000.0, &[], f64::INFINITY).trials, 0);
         // One trial: a mean, but no interval — never a zero-width one.

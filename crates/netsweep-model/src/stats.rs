@@ -18,6 +18,11 @@ pub enum StatsError {
     MergeOutOfRange,
 }
 
+/// The relative resolution of a [`LatencyHistogram`]'s values (3 significant digits): a
+/// median or mean read from it is within this fraction of the true one, so no interval built
+/// from such values is narrower.
+pub const RELATIVE_RESOLUTION: f64 = 1e-3;
+
 /// An HDR histogram of latencies in nanoseconds (1 ns to 3600 s, 3 significant digits).
 ///
 /// Allocate one per point and [`reset`](Self::reset) it between trials: recording never
@@ -491,7 +496,11 @@ mod tests {
         let s = Summary::from_histogram(&h);
         assert_eq!(s.count, 1000);
         // 3 significant digits: values are within 0.1% of the true ones.
-        let within = |got: f64, want: f64| close(got, want, want * 1e-3);
+        assert_eq!(
+            RELATIVE_RESOLUTION,
+            10f64.powi(-i32::from(SIGNIFICANT_DIGITS))
+        );
+        let within = |got: f64, want: f64| close(got, want, want * RELATIVE_RESOLUTION);
         assert!(within(s.min, 1_000.0), "min {}", s.min);
         assert!(within(s.max, 1_000_000.0), "max {}", s.max);
         assert!(within(s.p50, 500_000.0), "p50 {}", s.p50);
