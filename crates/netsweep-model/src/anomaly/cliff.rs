@@ -32,7 +32,13 @@ pub(super) fn cliffs(p: &Prepared, cfg: &DetectConfig, dips: &[Anomaly]) -> Vec<
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let rank = mean(&fwd).max(mean(&back));
         let step = median(&mut fwd).max(median(&mut back));
-        if step > -fl || placement::excuses(p, cfg, l.start..r.end, l.start..r.end, -step) {
+        if step > -fl {
+            continue;
+        }
+        let own = placement::step_within_placement(p, cfg, c);
+        if own.is_none_or(|d| d < fl)
+            && placement::excuses(p, cfg, l.start..r.end, l.start..r.end, -step)
+        {
             continue;
         }
         let mean_var = |range: std::ops::Range<usize>| {

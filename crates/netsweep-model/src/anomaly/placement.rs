@@ -150,6 +150,21 @@ pub(super) fn bound(
     Some(factor.min(cfg.placement_cap.max(1.0).ln()))
 }
 
+/// The median ln-throughput of the points in `range` whose trials all had `class`'s
+/// placement, when at least `least` did.
+fn class_level(
+    p: &Prepared,
+    range: Range<usize>,
+    class: PlacementClass,
+    least: usize,
+) -> Option<f64> {
+    let mut v: Vec<f64> = range
+        .filter(|&i| p.placement[i] == class)
+        .map(|i| p.y[i])
+        .collect();
+    (v.len() >= least).then(|| super::series::median(&mut v))
+}
+
 /// How far (ln) the band lies below the points of one placement on both sides: for each pure
 /// placement with at least two points and a third of the band's, the median of those band
 /// points against the median of that placement's points on each side (the lesser of the
@@ -170,17 +185,34 @@ pub(super) fn below_own_placement(
     [PlacementClass::Same, PlacementClass::Different]
         .into_iter()
         .filter_map(|class| {
-            let level = |range: Range<usize>, least: usize| {
-                let mut v: Vec<f64> = range
-                    .filter(|&i| p.placement[i] == class)
-                    .map(|i| p.y[i])
-                    .collect();
-                (v.len() >= least).then(|| super::series::median(&mut v))
-            };
-            let inside = level(band.clone(), need)?;
-            let left = level(band.start.saturating_sub(reach)..band.start, 2)?;
-            let right = level(band.end..n.min(band.end + reach), 2)?;
+            let inside = class_level(p, band.clone(), class, need)?;
+            let left = class_level(p, band.start.saturating_sub(reach)..band.start, class, 2)?;
+            let right = class_level(p, band.end..n.min(band.end + reach), class, 2)?;
             Some((left - inside).min(right - inside))
+        })
+        .reduce(f64::max)
+}
+
+/// How far (ln) throughput steps down at the boundary before point `c` within one
+/// placement: for each pure placement with at least two points on each side (twice the trend
+/// window out), the median of its points before `c` less the median of its points from `c`;
+/// the larger of the two, `None` when neither qualifies. A step that deep among points of
+/// one placement is no placement change: a cliff whose split points after it sat at 9.5
+/// Mbit/s against 144 before it was excused because one split point after it ran at 198
+/// beside same-CPU points at 9.6 (`TCP_CLIFF_WITH_WIDE_OUTLIERS`).
+pub(super) fn step_within_placement(
+    p: &Prepared,
+    cfg: &super::DetectConfig,
+    c: usize,
+) -> Option<f64> {
+    let n = p.y.len();
+    let reach = 2 * cfg.window.max(2);
+    [PlacementClass::Same, PlacementClass::Different]
+        .into_iter()
+        .filter_map(|class| {
+            let left = class_level(p, c.saturating_sub(reach)..c, class, 2)?;
+            let right = class_level(p, c..n.min(c + reach), class, 2)?;
+            Some(left - right)
         })
         .reduce(f64::max)
 }
@@ -199,8 +231,8 @@ pub(super) fn excuses(
 #[cfg(test)]
 mod tests {
     use super::super::measured::{
-        UDP_BAND_AFTER_A_SHARED_START, UDP_BAND_AMID_PLACEMENT_FLIPS, UDP_BAND_BESIDE_WIDE_CIS,
-        UDP_BAND_WITH_MIXED_POINTS, VETH_BAND,
+        TCP_CLIFF_WITH_WIDE_OUTLIERS, UDP_BAND_AFTER_A_SHARED_START, UDP_BAND_AMID_PLACEMENT_FLIPS,
+        UDP_BAND_BESIDE_WIDE_CIS, UDP_BAND_WITH_MIXED_POINTS, VETH_BAND,
     };
     use super::super::{detect_series_on, Anomaly, AnomalyKind, DetectConfig, SeriesPoint};
     use super::*;
@@ -446,6 +478,20 @@ mod tests {
                     "{path:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn a_cliff_with_two_wide_outliers_after_it_is_one_cliff() {
+        // On one host (the lab's path). Across hosts nothing is excused either way, and the
+        // two fast points after the step read as the chasm's end (a dip 956..972).
+        let s = measured_series(TCP_CLIFF_WITH_WIDE_OUTLIERS);
+        for path in [PathKind::SameHost, PathKind::Loopback, PathKind::Unknown] {
+            assert_eq!(
+                levels(&s, path),
+                vec![(AnomalyKind::Cliff, 940, 956)],
+                "{path:?}"
+            );
         }
     }
 
