@@ -89,4 +89,11 @@ pub enum ScenarioCommand {
         #[arg(long)]
         check: bool,
     },
+    /// Pack a results directory's run files into one `results.jsonl` (a line per file), read
+    /// it back, and remove the files: one file to commit instead of one per run. `scenario
+    /// page` reads a run from its own file or else from the bundle.
+    Pack {
+        /// The directory `scenario run` wrote.
+        dir: String,
+    },
 }

@@ -1,6 +1,7 @@
 //! `netsweep scenario`: check an experiment file, run it across its lab (every cell's
 //! repetitions interleaved), then summarise each run, evaluate the claims and write the page;
-//! `scenario page` rewrites a results directory's page, figures and verdicts.
+//! `scenario page` rewrites a results directory's page, figures and verdicts; `scenario pack`
+//! packs its run files into one.
 
 use crate::cli::{ScenarioArgs, ScenarioCommand};
 use crate::error::{Error, Result};
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::SystemTime;
 
+mod bundle;
 mod experiment;
 
 /// Carries out the scenario subcommand.
@@ -47,17 +49,40 @@ pub fn main(a: ScenarioArgs) -> Result {
             check,
         } => run(&file, output, check),
         ScenarioCommand::Page { dir, check } => page(&dir, check),
+        ScenarioCommand::Pack { dir } => pack(&dir),
     }
+}
+
+/// The scenario a results directory keeps, or a usage error that says what to give.
+fn kept_scenario(dir: &str) -> Result<Scenario> {
+    Scenario::load(&Path::new(dir).join("scenario.toml")).map_err(|e| {
+        Error::usage(format!(
+            "{dir} holds no readable scenario.toml ({e}): give a directory `netsweep scenario run` wrote"
+        ))
+    })
+}
+
+/// `scenario pack DIR`: DIR's run files into its bundle.
+fn pack(dir: &str) -> Result {
+    let scenario = kept_scenario(dir)?;
+    let names: Vec<String> = experiment::run_files(&scenario)
+        .into_iter()
+        .map(|(_, _, n)| n)
+        .collect();
+    let (packed, bytes) = bundle::pack(Path::new(dir), &names).map_err(Error::Failed)?;
+    crate::signal::quiet_broken_pipe();
+    println!(
+        "{dir}: {packed} results files packed into {} ({:.1} MB); `netsweep scenario page {dir}` reads them from it",
+        bundle::BUNDLE,
+        bytes as f64 / 1e6
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `scenario page DIR`: the page, figures and verdicts again, from DIR's results.
 fn page(dir: &str, check: bool) -> Result {
     let d = Path::new(dir);
-    let scenario = Scenario::load(&d.join("scenario.toml")).map_err(|e| {
-        Error::usage(format!(
-            "{dir} holds no readable scenario.toml ({e}): give a directory `netsweep scenario run` wrote"
-        ))
-    })?;
+    let scenario = kept_scenario(dir)?;
     let failures = failures_in_index(d);
     let written = write_page(d, &scenario, &failures).map_err(Error::Failed)?;
     // The index's verdicts follow the page.

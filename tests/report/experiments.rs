@@ -1,7 +1,7 @@
 //! The seed pages are generated from their committed results (issue 31): every
 //! `docs/experiments/<seed>/` that holds a scenario's results (`scenario.toml`, `index.json`,
-//! the results files) and its page is written again here by `netsweep scenario page` from
-//! those results alone, and must come out as committed — the page, its figures and the
+//! the results files packed in `results.jsonl`, every one the index says was written) and its
+//! page is written again here by `netsweep scenario page` from those results alone, and must come out as committed — the page, its figures and the
 //! verdicts. The verdict table in docs/experiments/README.md must be what `verdicts.py` makes
 //! of the committed verdicts.
 
@@ -63,6 +63,31 @@ fn every_seed_page_is_what_its_committed_results_give() {
              figures only)",
             seed.display()
         );
+        // Every results file the index says its run wrote is committed, in the bundle.
+        let index: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+        let bundle = fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
+        let packed: std::collections::BTreeSet<String> = bundle
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["file"].as_str().unwrap().to_string()
+            })
+            .collect();
+        let written: Vec<&str> = index["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["results_written"] == true)
+            .filter_map(|r| r["results"].as_str())
+            .collect();
+        assert!(!written.is_empty(), "{name}: its index names no results");
+        for f in &written {
+            assert!(
+                packed.contains(*f) || dir.join(f).is_file(),
+                "{name}: {f} is not committed (neither a file nor in results.jsonl)"
+            );
+        }
         // The page names the command that wrote it, with the directory as given: write it
         // from the same relative path, in a copy.
         let work = scratch(&format!("experiments-{name}"));

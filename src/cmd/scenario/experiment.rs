@@ -3,6 +3,7 @@
 //! its results (self-contained), and, from a results directory, the verdicts, the figures
 //! (SVG and PNG) and the page — written together, so they cannot disagree.
 
+use super::bundle;
 use crate::output::atomic_file::write_atomic;
 use netsweep_lab::Scenario;
 use netsweep_model::experiment::claim::{self, CellFacts};
@@ -54,27 +55,47 @@ pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
     Ok(())
 }
 
-/// Every results file of the scenario's runs that exists: (cell, repetition, results).
-pub fn load_results(dir: &Path, s: &Scenario) -> Vec<(usize, u32, RunResult)> {
+/// The results file names of the scenario's runs: (cell, repetition, file name), one per
+/// client of a run with several.
+pub fn run_files(s: &Scenario) -> Vec<(usize, u32, String)> {
     let mut out = Vec::new();
     for r in &s.runs {
-        let names: Vec<String> = if r.clients > 1 {
-            (1..=r.clients)
-                .map(|i| format!("{}-{i}.json", r.name))
-                .collect()
+        if r.clients > 1 {
+            out.extend(
+                (1..=r.clients).map(|i| (r.cell, r.repetition, format!("{}-{i}.json", r.name))),
+            );
         } else {
-            vec![format!("{}.json", r.name)]
-        };
-        for n in names {
-            if let Some(res) = std::fs::read_to_string(dir.join(&n))
-                .ok()
-                .and_then(|t| results::load(&t).ok())
-            {
-                out.push((r.cell, r.repetition, res));
-            }
+            out.push((r.cell, r.repetition, format!("{}.json", r.name)));
         }
     }
     out
+}
+
+/// Every results file of the scenario's runs that exists, from its own file or else from
+/// the directory's bundle (`scenario pack`): (cell, repetition, results). A run that left
+/// no results (it failed) is absent; one whose results do not load is an error.
+pub fn load_results(dir: &Path, s: &Scenario) -> Result<Vec<(usize, u32, RunResult)>, String> {
+    let bundle = bundle::read(dir)?;
+    let mut out = Vec::new();
+    for (cell, repetition, n) in run_files(s) {
+        let p = dir.join(&n);
+        let loaded = match std::fs::read_to_string(&p) {
+            Ok(text) => results::load(&text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match bundle.get(&n) {
+                Some(v) => results::load(&v.to_string()),
+                None => continue,
+            },
+            Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+        };
+        let res = loaded.map_err(|e| {
+            format!(
+                "the results of {n} in {} do not load ({e}): rerun the scenario",
+                dir.display()
+            )
+        })?;
+        out.push((cell, repetition, res));
+    }
+    Ok(out)
 }
 
 /// What writing a page produced.
@@ -96,7 +117,7 @@ pub fn write_page(
     s: &Scenario,
     failures: &[(String, String)],
 ) -> Result<Written, String> {
-    let loaded = load_results(dir, s);
+    let loaded = load_results(dir, s)?;
     let mut obs = Observations::new(s.design.cells.len(), s.design.repeat);
     for (cell, rep, r) in &loaded {
         obs.add(*cell, *rep, r);
