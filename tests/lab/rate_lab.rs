@@ -86,9 +86,20 @@ fn a_rate_sweep_across_a_shaped_link_finds_the_knee_at_the_shaped_rate() {
         let r = &p["rate"];
         let (offered, delivered) = (f(&r["offered_rate"]), f(&r["delivered_rate"]["mean"]));
         if offered < CAPACITY {
+            // Every request is answered within its trial, and the path carried them as fast as
+            // they were offered, less a backlog the sender itself made: a sender late by L
+            // sends L × rate requests at once, which queue behind tbf and drain after the
+            // schedule's last checkpoint at the spare rate (at 950/s a 7 ms hiccup cost 23/s
+            // of a 300 ms trial's delivered rate, 2.4%, on an otherwise idle machine).
+            let late_s = f(&r["lateness_ns"]["max"]) / 1e9;
+            let shortfall = (offered - delivered) * 0.3;
             assert!(
-                (delivered / offered - 1.0).abs() < 0.01,
-                "below the shaped rate: delivered {delivered} of {offered}/s"
+                (delivered / offered - 1.0).abs() < 0.01 || shortfall <= late_s * offered + 1.0,
+                "below the shaped rate: delivered {delivered} of {offered}/s, a shortfall of \
+                 {shortfall:.1} requests a trial where the sender's worst lateness ({:.1} ms) \
+                 explains {:.1}",
+                late_s * 1e3,
+                late_s * offered
             );
             assert_eq!(r["lost"], 0, "{r}");
             if offered <= 0.8 * CAPACITY {
