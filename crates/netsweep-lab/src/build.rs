@@ -251,20 +251,17 @@ pub fn steps(layout: &Layout) -> Vec<Step> {
     }
     for h in &layout.hosts {
         for r in &h.routes {
+            let via = r.via.to_string();
+            let mut args = v(&[
+                "-n", &h.netns, "route", "add", &r.dest, "via", &via, "dev", &r.dev,
+            ]);
+            if let Some(m) = r.mtu_lock {
+                args.extend(v(&["mtu", "lock", &m.to_string()]));
+            }
             out.push(tool(
                 format!("adding route to {} in {}", r.dest, h.name),
                 "ip",
-                v(&[
-                    "-n",
-                    &h.netns,
-                    "route",
-                    "add",
-                    &r.dest,
-                    "via",
-                    &r.via.to_string(),
-                    "dev",
-                    &r.dev,
-                ]),
+                args,
             ));
         }
     }

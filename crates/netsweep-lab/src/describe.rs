@@ -176,7 +176,15 @@ impl Display for Layout {
         }
         for h in routed {
             for r in &h.routes {
-                writeln!(f, "  {}: {} via {} dev {}", h.name, r.dest, r.via, r.dev)?;
+                let lock = r
+                    .mtu_lock
+                    .map(|m| format!(" mtu lock {m} (no path MTU discovery)"))
+                    .unwrap_or_default();
+                writeln!(
+                    f,
+                    "  {}: {} via {} dev {}{lock}",
+                    h.name, r.dest, r.via, r.dev
+                )?;
             }
         }
         Ok(())

@@ -61,6 +61,10 @@ pub struct RouteLayout {
     pub via: IpAddr,
     /// Outgoing interface.
     pub dev: String,
+    /// `mtu lock N`: the route's MTU, which path MTU discovery may not lower: the host sends
+    /// without DF and routers fragment (a route into a tunnel with `pmtu_discovery = false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu_lock: Option<u32>,
 }
 
 /// One end of a link or tunnel.
@@ -216,6 +220,14 @@ pub struct TunnelLayout {
     pub underlay_b: Ipv4Addr,
     /// Hosts the encapsulated packets cross, `a` first, `b` last.
     pub path: Vec<String>,
+    /// Whether hosts routing into it through a router end may learn its path MTU (absent in
+    /// older files: yes).
+    #[serde(default = "yes")]
+    pub pmtu_discovery: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Layout {

@@ -140,12 +140,14 @@ pub fn plan(topo: &Topology, run_id: &str) -> Result<Layout> {
             dest: dest.subnet.to_string(),
             via: IpAddr::V4(nh.addr),
             dev: me.iface.clone(),
+            mtu_lock: None,
         });
         if let (Some(d6), Some(nh6)) = (&dest.subnet6, nh.addr6) {
             hosts[r.host].routes.push(RouteLayout {
                 dest: d6.clone(),
                 via: IpAddr::V6(nh6),
                 dev: me.iface.clone(),
+                mtu_lock: None,
             });
         }
     }
@@ -187,6 +189,7 @@ pub fn plan(topo: &Topology, run_id: &str) -> Result<Layout> {
                 None => routes.push(route),
             }
         }
+        tunnel_routes(&mut hosts, &links, topo, &tunnel);
         tunnels.push(tunnel);
     }
 
@@ -219,6 +222,53 @@ pub fn plan(topo: &Topology, run_id: &str) -> Result<Layout> {
         links,
         tunnels,
     })
+}
+
+/// Routes the tunnel's inner subnet from every host that is not one of its ends through an
+/// end that is a router (a redirector that encapsulates what it forwards, as HYDRANET's did):
+/// by the next hop of the host's route toward the link that carries that end's underlay
+/// address. Without path MTU discovery the route keeps its interface's MTU, locked.
+fn tunnel_routes(
+    hosts: &mut [HostLayout],
+    links: &[LinkLayout],
+    topo: &Topology,
+    t: &TunnelLayout,
+) {
+    let inner = t.subnet.to_string();
+    for (end, underlay) in [(&t.a, t.underlay_a), (&t.b, t.underlay_b)] {
+        if !topo.host(&end.host).is_some_and(|h| h.router) {
+            continue;
+        }
+        let Some(carrier) = links.iter().find(|l| {
+            [&l.a, &l.b]
+                .iter()
+                .any(|e| e.host == end.host && e.addr == underlay)
+        }) else {
+            continue;
+        };
+        let toward = carrier.subnet.to_string();
+        for h in hosts.iter_mut() {
+            if t.end(&h.name).is_some() || h.routes.iter().any(|r| r.dest == inner) {
+                continue;
+            }
+            let Some(r) = h.routes.iter().find(|r| r.dest == toward).cloned() else {
+                continue;
+            };
+            let mtu_lock = if t.pmtu_discovery {
+                None
+            } else {
+                links
+                    .iter()
+                    .find(|l| l.end(&h.name).is_some_and(|e| e.iface == r.dev))
+                    .map(|l| l.mtu)
+            };
+            h.routes.push(RouteLayout {
+                dest: inner.clone(),
+                mtu_lock,
+                ..r
+            });
+        }
+    }
 }
 
 /// Lays out tunnel `j` over `hops`, and lists the /32 routes (host index, route) that pin its
@@ -258,6 +308,7 @@ fn tunnel_layout(
                         dest: format!("{}/32", remote.addr),
                         via: IpAddr::V4(nh.addr),
                         dev: me.iface,
+                        mtu_lock: None,
                     },
                 ));
             }
@@ -270,6 +321,7 @@ fn tunnel_layout(
                         dest: format!("{}/32", local.addr),
                         via: IpAddr::V4(nh.addr),
                         dev: me.iface,
+                        mtu_lock: None,
                     },
                 ));
             }
@@ -291,6 +343,7 @@ fn tunnel_layout(
         underlay_a: local.addr,
         underlay_b: remote.addr,
         path: path.iter().map(|&h| name_of(h).to_string()).collect(),
+        pmtu_discovery: t.pmtu_discovery,
     })
 }
 
@@ -355,6 +408,67 @@ via = ["router"]
             .unwrap();
         assert_eq!(r.via.to_string(), "198.18.2.2");
         assert_eq!(r.dev, "nsw-1-router");
+    }
+
+    /// A redirector that encapsulates: tunnels from a router to the server, one without path
+    /// MTU discovery.
+    const REDIRECTOR: &str = r#"
+[[hosts]]
+name = "client"
+[[hosts]]
+name = "redirector"
+router = true
+[[hosts]]
+name = "server"
+[[links]]
+a = "client"
+b = "redirector"
+[[links]]
+a = "redirector"
+b = "server"
+[[tunnels]]
+name = "locked"
+a = "redirector"
+b = "server"
+pmtu_discovery = false
+[[tunnels]]
+name = "learns"
+a = "redirector"
+b = "server"
+"#;
+
+    #[test]
+    fn hosts_reach_a_tunnel_from_a_router_through_it_locked_without_pmtu_discovery() {
+        let l = plan(&topo(REDIRECTOR), "t1").unwrap();
+        let client = l.host("client").unwrap();
+        let into = |t: &str| {
+            let subnet = l.tunnel(t).unwrap().subnet.to_string();
+            client
+                .routes
+                .iter()
+                .find(|r| r.dest == subnet)
+                .unwrap_or_else(|| panic!("no route into {t}: {:?}", client.routes))
+                .clone()
+        };
+        // By the redirector, as the route to its underlay link goes.
+        for t in ["locked", "learns"] {
+            assert_eq!(into(t).via.to_string(), "198.18.1.2", "{t}");
+            assert_eq!(into(t).dev, "nsw-0-redirecto", "{t}"); // IFNAMSIZ: 15 bytes
+        }
+        assert_eq!(into("locked").mtu_lock, Some(1500));
+        assert_eq!(into("learns").mtu_lock, None);
+        assert!(!l.tunnel("locked").unwrap().pmtu_discovery);
+        // The tunnel's ends route it on-link: no route added in them.
+        let server = l.host("server").unwrap();
+        let locked = l.tunnel("locked").unwrap().subnet.to_string();
+        assert!(server.routes.iter().all(|r| r.dest != locked));
+        // Built with `ip route add … mtu lock 1500`.
+        let lock: Vec<String> = crate::build::steps(&l)
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .filter(|s| s.contains("\"mtu\", \"lock\", \"1500\""))
+            .collect();
+        assert_eq!(lock.len(), 1, "{lock:?}");
     }
 
     #[test]

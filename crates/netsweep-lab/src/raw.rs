@@ -140,6 +140,7 @@ pub(crate) struct RawTunnel {
     pub port: Option<u16>,
     pub mtu: Option<Spanned<u32>>,
     pub subnet: Option<Spanned<String>>,
+    pub pmtu_discovery: Option<bool>,
 }
 
 fn vxlan() -> Spanned<String> {

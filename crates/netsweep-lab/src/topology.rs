@@ -175,6 +175,11 @@ pub struct Tunnel {
     pub mtu: Option<u32>,
     /// The tunnel's inner IPv4 subnet, when given.
     pub subnet: Option<Ipv4Net>,
+    /// Whether hosts that reach the tunnel through a router end may learn its path MTU
+    /// (default). False: their route into it keeps their link's MTU, locked, so they send
+    /// without DF and the router fragments what does not fit beside the encapsulation, as
+    /// before path MTU discovery (HYDRANET's redirectors).
+    pub pmtu_discovery: bool,
 }
 
 impl Topology {

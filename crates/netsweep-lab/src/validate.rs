@@ -589,5 +589,6 @@ fn tunnel(
         port: t.port.unwrap_or(DEFAULT_VXLAN_PORT),
         mtu,
         subnet,
+        pmtu_discovery: t.pmtu_discovery.unwrap_or(true),
     })
 }

@@ -315,10 +315,18 @@ fn setup(s: &Scenario) -> Vec<String> {
     )];
     for l in &t.links {
         let mut line = format!("link `{}`: {} — {}, MTU {}", l.name, l.a, l.b, l.mtu);
-        if let Some(r) = l.rate {
-            line.push_str(
+        match (&l.emulate, l.rate) {
+            // The path emulator carries the link, at the link's rate when it has one.
+            (Some(e), rate) => line.push_str(&format!(
+                ", carried by the path emulator (a userspace relay{}){}",
+                e.cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default(),
+                rate.map(|r| format!(" at {r}").to_lowercase())
+                    .unwrap_or_default()
+            )),
+            (None, Some(r)) => line.push_str(
                 &format!(", shaped to {} ({:?}, {:?})", r, l.shaper, l.direction).to_lowercase(),
-            );
+            ),
+            (None, None) => {}
         }
         for c in &l.classes {
             line.push_str(&format!(
@@ -333,11 +341,16 @@ fn setup(s: &Scenario) -> Vec<String> {
     }
     for tu in &s.topology.tunnels {
         out.push(format!(
-            "tunnel `{}`: {} — {} (VXLAN){}",
+            "tunnel `{}`: {} — {} (VXLAN){}{}",
             tu.name,
             tu.a,
             tu.b,
-            tu.mtu.map(|m| format!(", MTU {m}")).unwrap_or_default()
+            tu.mtu.map(|m| format!(", MTU {m}")).unwrap_or_default(),
+            if tu.pmtu_discovery {
+                ""
+            } else {
+                "; hosts reach it without path MTU discovery (their route locked at their MTU)"
+            }
         ));
     }
     for f in &s.design.factors {

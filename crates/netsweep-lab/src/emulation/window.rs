@@ -87,7 +87,29 @@ impl EmulatorLayout {
 /// A run's window on a lab's emulators: their counters when it started.
 #[derive(Debug, Default)]
 pub struct Window {
-    before: Vec<(EmulatorLayout, netsweep_emu::Report)>,
+    before: Vec<(EmulatorLayout, netsweep_emu::Report, Option<CpuMark>)>,
+}
+
+/// A process's CPU time (ns) and when it was read.
+type CpuMark = (u64, std::time::Instant);
+
+/// The CPU time (ns) the threads of process `pid` have run, from each thread's
+/// `/proc/<pid>/task/<tid>/schedstat` (its first field: nanoseconds on a CPU).
+fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    for t in tasks.flatten() {
+        let text = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+/// The share of one CPU process `pid` used since `mark` (`None` when either read failed).
+fn utilisation(pid: u32, mark: Option<CpuMark>) -> Option<f64> {
+    let (c0, t0) = mark?;
+    let wall = t0.elapsed().as_nanos() as f64;
+    Some(cpu_ns(pid)?.saturating_sub(c0) as f64 / wall.max(1.0))
 }
 
 /// The lateness that makes a run's emulator "late": a tenth of the direction's delay, or
@@ -118,7 +140,8 @@ impl Window {
                 std::thread::sleep(std::time::Duration::from_millis(5));
                 r = em.report().unwrap_or_else(|_| r.clone());
             }
-            before.push((em.clone(), r));
+            let mark = cpu_ns(r.pid).map(|c| (c, std::time::Instant::now()));
+            before.push((em.clone(), r, mark));
         }
         Window { before }
     }
@@ -129,7 +152,7 @@ impl Window {
     pub fn close(&self) -> (serde_json::Value, Vec<String>) {
         let mut links = Vec::new();
         let mut warnings = Vec::new();
-        for (em, before) in &self.before {
+        for (em, before, mark) in &self.before {
             let Ok(after) = fresh_report(em) else {
                 warnings.push(format!(
                     "the path emulator of link {} gave no report at the end of the run",
@@ -169,6 +192,8 @@ impl Window {
                 "link": em.config.link,
                 "engine": "netsweep",
                 "realtime": after.realtime,
+                // The share of one CPU the emulator used while the window was open.
+                "cpu_utilisation": utilisation(after.pid, *mark),
                 "directions": dirs,
             }));
         }
@@ -220,10 +245,12 @@ pub fn record(
             );
         }
     }
+    // Written beside, flushed to the disk, then renamed over: the results file is never
+    // found half-written.
     let tmp = results.with_extension("json.emu-partial");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?,
-    )?;
+    let mut f = std::fs::File::create(&tmp)?;
+    use std::io::Write;
+    f.write_all(&serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?)?;
+    f.sync_all()?;
     std::fs::rename(&tmp, results)
 }

@@ -86,6 +86,8 @@ pub struct PointContext<'a> {
     pub spec: &'a RunSpec,
     /// The link the run crossed, when the results recorded a lab.
     pub link: Option<&'a LinkFacts>,
+    /// The lab the results recorded (`lab`: hosts, links, the emulators' window), if any.
+    pub lab: Option<&'a serde_json::Value>,
 }
 
 /// One figure of the catalogue.

@@ -87,6 +87,7 @@ impl<'a> Observations<'a> {
             let ctx = PointContext {
                 spec: &r.spec,
                 link: link.as_ref(),
+                lab: r.lab.as_ref(),
             };
             let v = (m.read)(p, &ctx).filter(|v| v.is_finite())?;
             acc += v;

@@ -39,6 +39,16 @@ fn loss_qdisc(p: &PointResult) -> Option<f64> {
     per(p.client.kernel.get("Udp.SndbufErrors") as f64, sent(p)?)
 }
 
+/// The busiest of the lab's path emulators over the run, as a share of one CPU (the
+/// emulators' window records each one's `cpu_utilisation`).
+fn emulator_util(lab: Option<&serde_json::Value>) -> Option<f64> {
+    lab?.get("emulators")?
+        .as_array()?
+        .iter()
+        .filter_map(|e| e.get("cpu_utilisation")?.as_f64())
+        .reduce(f64::max)
+}
+
 /// The cost and whereabouts figures (see the module's text).
 pub const COST_METRICS: &[Metric] = &[
     Metric {
@@ -138,6 +148,35 @@ pub const COST_METRICS: &[Metric] = &[
         patterns: &[],
         read: |p, _| per_sent(p, &p.server, "Ip.ReasmReqds"),
     },
+    Metric {
+        name: "reasm_per_seg",
+        label: "IP fragments the receiver reassembled per TCP segment it received",
+        unit: MetricUnit::Plain,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| {
+            per(
+                p.server.kernel.get("Ip.ReasmReqds") as f64,
+                p.server.kernel.get("Tcp.InSegs"),
+            )
+        },
+    },
+    Metric {
+        name: "client_util",
+        label: "the client's CPU use during the trials (1 = a whole CPU)",
+        unit: MetricUnit::Plain,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |p, _| Some(p.client.cpu_utilisation),
+    },
+    Metric {
+        name: "emulator_util",
+        label: "the busiest path emulator's CPU use over the run (1 = a whole CPU)",
+        unit: MetricUnit::Plain,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |_, c| emulator_util(c.lab),
+    },
 ];
 
 #[cfg(test)]
@@ -172,6 +211,7 @@ mod tests {
                 &super::super::PointContext {
                     spec: &spec,
                     link: None,
+                    lab: None,
                 },
             )
         };
