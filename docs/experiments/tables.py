@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables of a seed scenario's results, for docs/experiments/<seed>/tables.md.
 
-    tables.py SEED OUT...   SEED is 000 (its AF_XDP part) or 003 (001, 004 and the rest of 000 have generated pages); OUT are the scenario output
+    tables.py SEED OUT...   SEED is 000 (its AF_XDP part; every other seed has a generated page); OUT are the scenario output
                             directories (`netsweep scenario run FILE -o OUT`), named by file stem.
 Reads only the results JSON files; prints Markdown on stdout.
 """
@@ -65,37 +65,11 @@ def seed000_xdp(out):
     return s
 
 
-def seed003(dirs):
-    s = ""
-    for stem, title in [("003-redirector", "no shaping"),
-                        ("003-redirector-bottleneck", "the redirector's link at 200 Mbit/s"),
-                        ("003-server-bottleneck", "the server's links at 200 Mbit/s")]:
-        out = dirs[stem]
-        runs = [load(out, n) for n in ["direct", "routed", "encapsulated"]]
-        s += f"### TCP goodput, Nagle off: {title} (Mbit/s)\n\n"
-        rows = []
-        for i, p in enumerate(runs[0]["points"]):
-            vals = [est(r["points"][i], "throughput_mbps") for r in runs]
-            rows.append([str(p["size"])] + [fmt(v) for v in vals]
-                        + [fmt((vals[2] / vals[1] - 1) * 100) + " %"])
-        s += table(["size (B)", "direct", "routed", "encapsulated", "encapsulated vs routed"], rows)
-        s += "\n"
-    out = dirs["003-redirector"]
-    rows = []
-    for n in ["crr-direct", "crr-routed", "crr-encapsulated"]:
-        c = load(out, n)["points"][0]["crr"]
-        rows.append([n, fmt(c["connect_ns"]["p50"] / 1e3, 1), fmt(c["transaction_ns"]["p50"] / 1e3, 1),
-                     fmt(c["transactions_per_sec"]["mean"], 0)])
-    s += "### Connection setup (crr, 64 B)\n\n"
-    s += table(["run", "connect p50 (µs)", "transaction p50 (µs)", "transactions/s"], rows)
-    return s
-
-
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     dirs = {os.path.basename(os.path.normpath(d)): d for d in sys.argv[2:]}
-    print({"000": seed000, "003": seed003}[sys.argv[1]](dirs), end="")
+    print({"000": seed000}[sys.argv[1]](dirs), end="")
 
 
 if __name__ == "__main__":

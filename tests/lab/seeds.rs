@@ -327,62 +327,133 @@ fn seed_001_measures_rtt_halves_with_and_without_checksums_and_zerocopy() {
     );
 }
 
+/// A kernel counter of one side of a point (0 when not counted).
+fn kernel(p: &Value, side: &str, field: &str) -> u64 {
+    p[side]["kernel"][field].as_u64().unwrap_or(0)
+}
+
+/// The point of `run` at `size`.
+fn point(run: &Value, size: u64) -> &Value {
+    run["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["size"] == size)
+        .unwrap_or_else(|| panic!("no point at {size}: {:?}", sizes(run)))
+}
+
+/// The relay's share of a CPU over a run (the emulators' window).
+fn relay_util(run: &Value) -> f64 {
+    run["lab"]["emulators"][0]["cpu_utilisation"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no relay CPU use recorded: {}", run["lab"]["emulators"]))
+}
+
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
-fn seed_003_has_three_series_and_redirected_setup_is_not_faster() {
+fn seed_003_fragments_at_the_redirector_exactly_where_the_header_does_not_fit() {
     let _l = lab_test("seed_003");
     let text = shortened(
         "003-redirector",
         &[
             SHORT,
-            (r#""256..2048:+128,4k,16k,64k""#, r#""1400,1600""#),
+            (r#""512,1024,1400,1448,1600,2048,4k,16k""#, r#""16k""#),
+            (r#""1200,1398,1399,1448,1449,2000""#, r#""1398,1399,1449""#),
             (
-                r#""--sizes", "64", "--max-point-time", "500ms""#,
-                r#""--sizes", "64", "--max-point-time", "300ms", "--min-trials", "5""#,
+                r#""--max-point-time", "500ms""#,
+                r#""--max-point-time", "100ms""#,
             ),
         ],
     );
     let out = run_scenario("seed003", &text);
-    for name in ["stream-direct", "stream-routed", "stream-encapsulated"] {
-        let r = load(&out, name);
-        assert_eq!(sizes(&r), [1400, 1600], "{name}");
-        assert_eq!(
-            r["granted"]["client"]["nodelay"], true,
-            "{name}: Nagle must be off"
-        );
-        for p in r["points"].as_array().unwrap() {
-            assert!(mean(p, "throughput_mbps") > 0.0, "{name}: {p}");
+    // The client reaches the no-PMTUD tunnel through the redirector by a route locked at its
+    // link's MTU, the PMTUD tunnel by a plain one.
+    let lab: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lab-1.json")).unwrap()).unwrap();
+    let subnet = |t: &str| {
+        lab["tunnels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == t)
+            .unwrap()["subnet"]
+            .clone()
+    };
+    let client = lab["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "client")
+        .unwrap();
+    let route = |t: &str| {
+        client["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["dest"] == subnet(t))
+            .unwrap_or_else(|| panic!("no client route into {t}: {client}"))
+            .clone()
+    };
+    assert_eq!(route("encap")["mtu_lock"], 1500, "{}", route("encap"));
+    assert!(route("encap-pmtud").get("mtu_lock").is_none());
+    for path in ["direct", "routed", "encapsulated", "encapsulated-pmtud"] {
+        for b in ["cpu", "rate"] {
+            let r = load(&out, &format!("stream-{path}-{b}"));
+            assert_eq!(sizes(&r), [16384], "{path} {b}");
+            assert_eq!(r["granted"]["client"]["nodelay"], true, "Nagle must be off");
+            assert!(
+                mean(point(&r, 16384), "throughput_mbps") > 0.0,
+                "{path} {b}"
+            );
         }
     }
-    // Setup through the redirector crosses two links, direct one: its fastest connection
-    // cannot beat the direct path's fastest by more than noise.
-    let connect = |n: &str| {
-        load(&out, n)["points"][0]["crr"]["transaction_ns"]["min"]
-            .as_f64()
-            .unwrap()
+    // Ground truth, the server's own counters over the same trials: without path MTU
+    // discovery every full segment arrives in two fragments (a tail segment may fit), with it
+    // none; a retransmitted segment is reassembled again.
+    let reasm = |name: &str, size: u64| {
+        let p = point(&load(&out, name), size).clone();
+        let retrans = kernel(&p, "client", "Tcp.RetransSegs");
+        (kernel(&p, "server", "Ip.ReasmReqds"), retrans, p)
     };
-    let (direct, routed) = (connect("crr-direct"), connect("crr-routed"));
-    assert!(direct > 0.0 && routed >= 0.9 * direct, "{direct} {routed}");
-    // The shaped variants run the same three series through the same topology.
-    let b = shortened(
-        "003-redirector-bottleneck",
-        &[
-            SHORT,
-            (
-                r#""512,1024,1280,1400,1448,1500,1600,2048,2920,4k,16k""#,
-                r#""16k""#,
-            ),
-        ],
-    );
-    let out = run_scenario("seed003b", &b);
-    let rate = |n: &str| mean(&load(&out, n)["points"][0], "throughput_mbps");
-    // The routed path crosses the 200 Mbit/s hop (goodput below it); direct does not.
-    assert!(rate("stream-routed") < 200.0, "{}", rate("stream-routed"));
+    let (frags, _, p) = reasm("stream-encapsulated-cpu", 16384);
+    let segs = kernel(&p, "server", "Tcp.InSegs");
+    let per_seg = frags as f64 / segs.max(1) as f64;
     assert!(
-        rate("stream-direct") > rate("stream-routed"),
-        "{} {}",
-        rate("stream-direct"),
-        rate("stream-routed")
+        segs > 100 && (1.8..=2.0).contains(&per_seg),
+        "{frags} fragments in {segs} segments"
+    );
+    assert_eq!(reasm("stream-encapsulated-pmtud-cpu", 16384).0, 0);
+    assert_eq!(reasm("stream-routed-cpu", 16384).0, 0);
+    // One message per round trip: 1398 bytes fit beside VXLAN's header in the tunnel's 1450,
+    // 1399 leave the client as one 1451-byte packet the redirector splits in two.
+    let (fits, _, _) = reasm("rr-encapsulated-cpu", 1398);
+    assert_eq!(fits, 0, "1398 B is not fragmented");
+    let (two, retrans, p) = reasm("rr-encapsulated-cpu", 1399);
+    let sent = p["client"]["messages_sent"].as_u64().unwrap();
+    assert!(
+        sent >= 4 && two >= 2 * sent && two <= 2 * (sent + retrans),
+        "1399 B: {two} fragments for {sent} messages ({retrans} retransmitted)"
+    );
+    assert_eq!(
+        reasm("rr-encapsulated-pmtud-cpu", 1399).0,
+        0,
+        "PMTUD: no fragments"
+    );
+    // The relay carries the redirector's link only: busy when the path crosses it, idle (its
+    // reports aside) when it does not.
+    let routed = relay_util(&load(&out, "stream-routed-cpu"));
+    let direct = relay_util(&load(&out, "stream-direct-cpu"));
+    assert!(
+        routed > 0.05 && direct < 0.02,
+        "relay: routed {routed}, direct {direct}"
+    );
+    let index: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap()).unwrap();
+    assert_eq!(
+        index["verdicts"].as_array().unwrap().len(),
+        12,
+        "{}",
+        index["verdicts"]
     );
 }
 
