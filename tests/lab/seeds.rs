@@ -461,7 +461,8 @@ fn seed_003_fragments_at_the_redirector_exactly_where_the_header_does_not_fit() 
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn seed_004_sweeps_the_chasm_knobs_and_finds_the_injected_chasm() {
     let _l = lab_test("seed_004");
-    // Each point one 5 ms trial; only the sizes the claims read and each sweep's ends.
+    // Each point one 5 ms trial; only the sizes the claims read (and the signature's ends,
+    // which the scenario's prose names).
     let text = shortened(
         "004-netpipe-chasm",
         &[
@@ -482,7 +483,7 @@ fn seed_004_sweeps_the_chasm_knobs_and_finds_the_injected_chasm() {
                  { buffer = \"aligned\", sockbuf = \"64k\" }]",
             ),
             (r#""1..4m:*2""#, r#""1,64k,128k,4m""#),
-            (r#""128k..4m:*2""#, r#""128k,512k,2m,4m""#),
+            (r#""128k..4m:*2""#, r#""512k,2m""#),
             (
                 r#""--max-point-time", "100ms""#,
                 r#""--max-point-time", "30ms", "--trial-time", "5ms""#,
@@ -545,11 +546,7 @@ fn seed_004_sweeps_the_chasm_knobs_and_finds_the_injected_chasm() {
             if poll == 0 { "blocking" } else { "busy-poll" }
         );
         let r = load(&out, &name);
-        assert_eq!(
-            sizes(&r),
-            [128 << 10, 512 << 10, 2 << 20, 4 << 20],
-            "{name}"
-        );
+        assert_eq!(sizes(&r), [512 << 10, 2 << 20], "{name}");
         for side in ["client", "server"] {
             let g = &r["granted"][side];
             assert_eq!(g["congestion_control"], cc, "{name}: {g}");
@@ -577,7 +574,9 @@ fn seed_004_sweeps_the_chasm_knobs_and_finds_the_injected_chasm() {
         "004-injected-chasm",
         &[(
             r#""--max-point-time", "150ms""#,
-            r#""--max-point-time", "80ms", "--trial-time", "5ms""#,
+            // Two trials a point: inside the band each trial waits ~1 s for the 5 Mbit/s
+            // class's queue to drain, and the refined sweep puts ten points there.
+            r#""--max-point-time", "80ms", "--trial-time", "5ms", "--min-trials", "2", "--max-trials", "2""#,
         )],
     );
     let out = run_scenario("seed004i", &text);

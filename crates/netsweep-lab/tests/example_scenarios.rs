@@ -107,31 +107,51 @@ fn shaped() {
     assert!(s.runs.iter().any(|r| r.args.contains(&"udp".to_string())));
 }
 
-/// Seed 003 compares three series — direct, routed through the redirector, encapsulated —
-/// and the routed one really targets the server's address behind the redirector.
+/// Seed 003 compares four paths — direct, routed through the redirector, and encapsulated by
+/// it without and with path MTU discovery — under two bottlenecks; the routed one targets the
+/// server's address behind the redirector, and the client reaches the no-PMTUD tunnel by a
+/// route locked at its MTU.
 #[test]
-fn seed_003_has_direct_routed_and_encapsulated_series() {
+fn seed_003_has_its_paths_and_the_redirector_encapsulates_without_pmtud() {
     let (s, l) = load("seeds/003-redirector.toml");
     let names: Vec<&str> = s.design.cells.iter().map(|c| c.name.as_str()).collect();
+    for path in ["direct", "routed", "encapsulated", "encapsulated-pmtud"] {
+        for b in ["cpu", "rate"] {
+            let n = format!("stream-{path}-{b}");
+            assert!(names.contains(&n.as_str()), "{n} missing from {names:?}");
+        }
+    }
     for n in [
-        "stream-direct",
-        "stream-routed",
-        "stream-encapsulated",
-        "crr-direct",
-        "crr-routed",
-        "crr-encapsulated",
+        "rr-encapsulated-cpu",
+        "crr-direct-cpu",
+        "crr-encapsulated-cpu",
     ] {
         assert!(names.contains(&n), "{n} missing from {names:?}");
     }
     let routed = s
         .runs
         .iter()
-        .find(|r| r.name == "stream-routed-r1")
+        .find(|r| r.name == "stream-routed-cpu-r1")
         .unwrap();
     assert_eq!(routed.via.as_deref(), Some("redirector-server"));
+    let link = l
+        .links
+        .iter()
+        .find(|k| k.name == "redirector-server")
+        .unwrap();
     assert!(
-        l.links.iter().any(|k| k.name == "redirector-server"),
-        "no such link"
+        link.emulator.is_some(),
+        "the relay carries the redirector's link"
     );
+    let encap = l.tunnels.iter().find(|t| t.name == "encap").unwrap();
+    assert_eq!(encap.path, ["redirector", "server"]);
+    assert!(!encap.pmtu_discovery);
+    let client = l.hosts.iter().find(|h| h.name == "client").unwrap();
+    let into = client
+        .routes
+        .iter()
+        .find(|r| r.dest == encap.subnet.to_string())
+        .expect("a client route into the tunnel");
+    assert_eq!(into.mtu_lock, Some(1500));
     assert_eq!(s.figures[0].series.as_deref(), Some("path"));
 }
