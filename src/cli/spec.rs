@@ -173,8 +173,11 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         (c.buffer_offset, s.buffer_offset) = PerSide::pair(a.offset);
     }
     if let Some(b) = a.batch {
-        if b == 0 || b > 1024 {
-            return Err(format!("--batch {b} is out of range: give 1 to 1024"));
+        if b == 0 || b > netsweep_proto::messages::MAX_BATCH {
+            return Err(format!(
+                "--batch {b} is out of range: give 1 to {}",
+                netsweep_proto::messages::MAX_BATCH
+            ));
         }
         (c.batch, s.batch) = (Some(b), Some(b));
     }

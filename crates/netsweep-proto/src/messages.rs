@@ -148,6 +148,11 @@ fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+/// The most messages one batch call may carry (`--batch`: sendmmsg/recvmmsg, GSO, io_uring
+/// submissions, XDP ring kicks): the command line refuses more, and a peer's value is
+/// clamped to it before it sizes any buffer.
+pub const MAX_BATCH: u32 = 1024;
+
 /// Settings on one side's endpoint. `None` leaves the system default.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -160,7 +165,7 @@ pub struct Knobs {
     pub nodelay: Option<bool>,
     /// Offset of the message buffer from a page boundary, in bytes.
     pub buffer_offset: Option<u64>,
-    /// Messages per batch call for the `mmsg` api (sendmmsg/recvmmsg).
+    /// Messages per batch call for the `mmsg` api (sendmmsg/recvmmsg); at most [`MAX_BATCH`].
     pub batch: Option<u32>,
     /// TCP congestion control algorithm (TCP_CONGESTION).
     pub congestion_control: Option<String>,

@@ -21,6 +21,7 @@ use crate::point::{estimate, Tally};
 use netsweep_endpoint::{DataListener, Endpoint, MessageBuffer};
 use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
+use netsweep_proto::messages::MAX_BATCH;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -135,7 +136,7 @@ impl PointFigures for Client {
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
-        self.batch = spec.client_knobs.batch.unwrap_or(1).clamp(1, 1024) as usize;
+        self.batch = spec.client_knobs.batch.unwrap_or(1).clamp(1, MAX_BATCH) as usize;
         self.size = size as usize;
         self.tx = MessageBuffer::new(self.size * self.batch, offset);
         self.rx.begin_point(self.size, self.batch, offset);

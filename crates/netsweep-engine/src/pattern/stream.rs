@@ -22,6 +22,7 @@ use netsweep_endpoint::{is_timeout, send_message, DataListener, Endpoint, Messag
 use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec, Transport, DGRAM_HEADER, MAX_INTERVAL_BUCKETS};
 use netsweep_model::timeline::StreamTimeline;
+use netsweep_proto::messages::MAX_BATCH;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -352,7 +353,7 @@ impl PointFigures for Client {
 
     fn begin_point(&mut self, spec: &RunSpec, size: u64) -> Result<(), NetError> {
         let offset = spec.client_knobs.buffer_offset.unwrap_or(0) as usize;
-        self.batch = spec.client_knobs.batch.unwrap_or(1).clamp(1, 1024) as usize;
+        self.batch = spec.client_knobs.batch.unwrap_or(1).clamp(1, MAX_BATCH) as usize;
         self.size = size as usize;
         self.ep
             .prepare(self.size, self.batch)

@@ -9,6 +9,7 @@ use super::ServerLimits;
 use crate::pattern::{self, flows, BufferSizes, Registration};
 use netsweep_endpoint::TransportFactory;
 use netsweep_model::spec::{Pattern, Reach, Transport};
+use netsweep_proto::messages::MAX_BATCH;
 use netsweep_proto::messages::{SessionSetup, TrialSpec};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -148,7 +149,7 @@ impl Plan {
         };
         let sizes = BufferSizes {
             max_size: usize::try_from(setup.max_size).unwrap_or(usize::MAX),
-            batch: k.batch.unwrap_or(1).clamp(1, 1024) as usize,
+            batch: k.batch.unwrap_or(1).clamp(1, MAX_BATCH) as usize,
             offset: (k.buffer_offset.unwrap_or(0) % netsweep_endpoint::PAGE as u64) as usize,
             cache_pool: k.cache_pool.unwrap_or(0).min(1 << 28) as usize,
             threads,
@@ -391,7 +392,7 @@ mod tests {
     #[test]
     fn a_batch_of_the_largest_messages_is_refused_before_anything_is_allocated() {
         let mut s = setup("tcp", "pingpong", 64 << 20);
-        s.server_knobs.batch = Some(1024);
+        s.server_knobs.batch = Some(MAX_BATCH);
         let e = plan(&s, LOOPBACK, &Policy::ALL).unwrap_err();
         assert!(
             e.contains("64.0 GiB")

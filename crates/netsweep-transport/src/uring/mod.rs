@@ -32,8 +32,8 @@ use std::cell::Cell;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Most SQEs one submission carries (the engine clamps `--batch` to this too).
-pub const MAX_BATCH: usize = 1024;
+/// Most SQEs one submission carries: `--batch`'s bound.
+pub const MAX_BATCH: usize = netsweep_proto::messages::MAX_BATCH as usize;
 /// user_data of cancellation requests (operations use their index in the batch).
 pub(super) const CANCEL: u64 = u64::MAX;
 /// Marks an operation whose CQE has not arrived yet.
