@@ -267,9 +267,23 @@ mtu = 1500
                     "{name}: {p}"
                 );
             }
-            if name.starts_with("xdp") {
-                assert_eq!(v["granted"]["server"]["xdp"]["attach"], "native", "{name}");
+            // Both ends of an xdp run name how their socket was bound (a veth: native, copy).
+            if name.contains("-xdp") {
+                for side in ["client", "server"] {
+                    assert_eq!(v["granted"][side]["xdp"]["attach"], "native", "{name}");
+                    assert_eq!(v["granted"][side]["xdp"]["bind"], "copy", "{name}");
+                }
             }
         }
+        // The page's claims were all evaluated (one repetition: undecided, but there).
+        let index: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("index.json")).unwrap())
+                .unwrap();
+        assert_eq!(
+            index["verdicts"].as_array().unwrap().len(),
+            5,
+            "{}",
+            index["verdicts"]
+        );
     }
 }
