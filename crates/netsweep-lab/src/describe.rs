@@ -110,12 +110,8 @@ impl Display for Layout {
                 l.name, l.a.host, l.a.addr, l.b.host, l.b.addr, l.subnet, l.mtu
             )?;
             if !l.offloads.is_empty() {
-                let o: Vec<String> = l
-                    .offloads
-                    .iter()
-                    .map(|(k, v)| format!("{k} {}", if *v { "on" } else { "off" }))
-                    .collect();
-                writeln!(f, "    offloads: {}", o.join(", "))?;
+                let o = crate::topology::offloads_text(&l.offloads);
+                writeln!(f, "    offloads: {o}")?;
             }
             for s in &l.shapers {
                 shaper(f, s)?;

@@ -50,6 +50,15 @@ pub enum Direction {
     BToA,
 }
 
+/// ethtool features as a page and `lab up` say them: "gro on, tso off".
+pub fn offloads_text(offloads: &BTreeMap<String, bool>) -> String {
+    offloads
+        .iter()
+        .map(|(k, on)| format!("{k} {}", if *on { "on" } else { "off" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl Direction {
     /// Whether traffic sent by end `a` (true) or end `b` (false) is covered.
     pub fn covers_from_a(self, from_a: bool) -> bool {

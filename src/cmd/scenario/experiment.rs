@@ -337,6 +337,10 @@ fn setup(s: &Scenario) -> Vec<String> {
         if let Some(loss) = &l.loss {
             line.push_str(&format!(", random loss {}", loss.probability));
         }
+        if !l.offloads.is_empty() {
+            let set = netsweep_lab::topology::offloads_text(&l.offloads);
+            line.push_str(&format!(", offloads {set}"));
+        }
         out.push(line);
     }
     for tu in &s.topology.tunnels {
