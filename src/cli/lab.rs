@@ -38,6 +38,17 @@ pub enum LabCommand {
     },
     /// Remove everything named nsw-… that a crash left: namespaces, links, nft tables, state files.
     Clean,
+    /// The remote shell mpirun starts its daemons with in a scenario's mpi runs (set by the
+    /// scenario runner; not for direct use): runs WORDS, joined by spaces as ssh joins a remote
+    /// command, with `sh -c` inside the lab namespace NETNS that mpirun names as the host.
+    #[command(hide = true)]
+    MpiAgent {
+        /// The lab namespace (nsw-…).
+        netns: String,
+        /// The shell command's words.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        words: Vec<String>,
+    },
     /// The path emulator of one lab link (started by `lab up` inside the link's emulator
     /// namespace; not for direct use): carries frames between two ports per CONFIG, rewriting
     /// its counters to REPORT, until SIGTERM.

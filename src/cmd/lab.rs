@@ -60,6 +60,14 @@ fn pick(id: Option<&str>) -> std::result::Result<Lab, String> {
 pub fn main(a: LabArgs) -> Result {
     match a.command {
         LabCommand::Emulate { config, report } => emulate(&config, &report),
+        LabCommand::MpiAgent { netns, words } => {
+            let mut c = netsweep_lab::mpi_launch::agent_command(&netns, &words)?;
+            let st = c
+                .status()
+                .map_err(|e| Error::failed(format!("cannot run a command in {netns}: {e}")))?;
+            // The daemon's own exit code passes through, as ssh passes it.
+            Ok(ExitCode::from(st.code().unwrap_or(1).clamp(0, 255) as u8))
+        }
         LabCommand::Clean => {
             preflight()?;
             println!("{}", clean()?);

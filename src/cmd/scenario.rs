@@ -158,11 +158,40 @@ fn print_written(w: &Written) {
 }
 
 /// `scenario run FILE`: the lab, every run, the summaries, the claims and the page.
+/// A scenario with mpi runs needs this binary built with the mpi feature, and mpirun.
+fn mpi_ready(scenario: &Scenario) -> std::result::Result<(), String> {
+    let Some(r) = scenario
+        .runs
+        .iter()
+        .find(|r| netsweep_lab::mpi_launch::is_mpi(&r.args))
+    else {
+        return Ok(());
+    };
+    if !cfg!(feature = "mpi") {
+        return Err(format!(
+            "run \"{}\" uses --transport mpi, which this netsweep was built without: \
+             build it with `cargo build --release --features mpi` (Open MPI and libclang: \
+             apt-get install openmpi-bin libopenmpi-dev libclang-dev)",
+            r.name
+        ));
+    }
+    netsweep_lab::cmd::find_tool("mpirun")
+        .map(drop)
+        .ok_or_else(|| {
+            format!(
+                "run \"{}\" uses --transport mpi, and mpirun is not installed: apt-get install \
+             openmpi-bin",
+                r.name
+            )
+        })
+}
+
 fn run(file: &str, output: Option<String>, check: bool) -> Result {
     let scenario = Scenario::load(Path::new(file))?;
     cell_facts(&scenario)
         .and_then(|f| check_claims(&scenario, &f))
         .map_err(|e| Error::usage(format!("{file}: {e}")))?;
+    mpi_ready(&scenario).map_err(|e| Error::usage(format!("{file}: {e}")))?;
     preflight()?;
     let exe = std::env::current_exe()
         .map_err(|e| Error::failed(format!("cannot find the netsweep binary: {e}")))?;

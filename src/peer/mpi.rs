@@ -5,8 +5,27 @@
 
 use crate::error::{Error, Result};
 use netsweep_engine::auth::AuthKey;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
+
+/// The environment variable that tells rank 1 which of its addresses to serve the control
+/// connection on, and rank 0 to connect to: needed where the ranks share a processor name but
+/// not a network, as two network namespaces of one host do (the lab's MPI runs set it).
+pub const CONTROL_ENV: &str = "NETSWEEP_MPI_CONTROL";
+
+/// [`CONTROL_ENV`]'s address, if set.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+fn control_address() -> Result<Option<IpAddr>> {
+    match std::env::var(CONTROL_ENV) {
+        Err(_) => Ok(None),
+        Ok(v) => v.parse().map(Some).map_err(|_| {
+            Error::usage(format!(
+                "{CONTROL_ENV}={v:?} is not an IP address: set it to the address rank 1 is \
+                 reached at (e.g. {CONTROL_ENV}=198.18.0.2), or unset it"
+            ))
+        }),
+    }
+}
 
 /// What this rank does.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -67,13 +86,22 @@ fn serve_rank(
     use netsweep_transport::mpi::world;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
-    let (bind, key) = world::await_client(w, timeout).map_err(Error::failed)?;
+    let control = match control_address() {
+        Ok(c) => c,
+        Err(e) => {
+            // Rank 0 waits for the offer: tell it there is no server.
+            let _ = world::await_client(w, timeout, None);
+            world::offer_server(w, 0, None);
+            return Err(e);
+        }
+    };
+    let (bind, key) = world::await_client(w, timeout, control).map_err(Error::failed)?;
     let listener = std::net::TcpListener::bind((bind, 0)).map_err(|e| {
-        world::offer_server(w, 0);
+        world::offer_server(w, 0, control);
         Error::failed(format!("rank 1 cannot listen on {bind}: {e}"))
     })?;
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    world::offer_server(w, port);
+    world::offer_server(w, port, control);
     let opts = ServeOptions {
         once: true,
         tool_version: version.into(),
@@ -85,4 +113,14 @@ fn serve_rank(
     let stop = Arc::new(AtomicBool::new(false));
     let factory = Arc::new(netsweep_transport::Registry);
     serve(listener, factory, opts, stop).map_err(Error::failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lab_sets_the_variable_rank_1_reads() {
+        assert_eq!(CONTROL_ENV, netsweep_lab::mpi_launch::CONTROL_ENV);
+    }
 }

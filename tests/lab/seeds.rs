@@ -27,7 +27,7 @@ fn every_seed_scenario_passes_scenario_check() {
         .iter()
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
-    // Each seed has its scenarios (004's MPI part is a script beside them).
+    // Each seed has its scenarios.
     for seed in ["000-", "001-", "002-", "003-", "004-"] {
         assert!(
             stems.iter().any(|s| s.starts_with(seed)),

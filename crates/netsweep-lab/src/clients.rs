@@ -1,7 +1,8 @@
 //! One scenario run: its `netsweep serve` in the server host, then its `netsweep run` in the
 //! client host — or, with `clients = N`, N of them at once against the one server (the seed
 //! 002 "multiple clients / single server" test), each with its own results and log — and
-//! the server's session limits raised to fit the clients and their background flows.
+//! the server's session limits raised to fit the clients and their background flows. A run
+//! with `--transport mpi` has no server: `mpirun` starts both ranks ([`crate::mpi_launch`]).
 
 use crate::children::{stop, wait_listening, Ready, POLL};
 use crate::error::LabError;
@@ -60,18 +61,37 @@ pub(crate) fn one_run(
     let mut proto = skipped(run);
     proto.message = None;
     proto.status = ScenarioRunStatus::Error;
-    let (addr, tgt) = match target(lab, run) {
+    let (addr, mut tgt) = match target(lab, run) {
         Ok(t) => t,
         Err(e) => {
             proto.message = Some(e.to_string());
             return vec![proto];
         }
     };
-    proto.target = tgt.clone();
     let exe_s = exe.display().to_string();
+    let mpi = crate::mpi_launch::is_mpi(&run.args);
+    if mpi {
+        // Rank 1 serves on a port of its choosing, at this address.
+        tgt = format!("mpi rank 1 at {addr}");
+    }
+    proto.target = tgt.clone();
+    if mpi {
+        let results = out_dir.join(&proto.results);
+        let _ = std::fs::remove_file(&results);
+        match crate::mpi_launch::command(lab, run, &exe_s, addr, &results, lab_meta) {
+            Ok(c) => proto.command = c,
+            Err(e) => {
+                proto.message = Some(e.to_string());
+                return vec![proto];
+            }
+        }
+    }
     let mut outs: Vec<ScenarioRunOutcome> = (1..=run.clients)
         .map(|i| {
             let mut out = proto.clone();
+            if mpi {
+                return out;
+            }
             if run.clients > 1 {
                 out.name = format!("{}-{i}", run.name);
                 out.results = format!("{}.json", out.name);
@@ -93,44 +113,47 @@ pub(crate) fn one_run(
         .collect();
     starting(&tgt, &outs[0].command);
 
-    // Server.
-    let mut server_argv = vec![
-        exe_s,
-        "serve".into(),
-        "--bind".into(),
-        addr.to_string(),
-        "--port".into(),
-        run.port.to_string(),
-    ];
-    server_argv.extend(server_args(run));
-    let server = lab.command(&run.server, &server_argv).and_then(|mut c| {
-        let (o, e) = log_file(&out_dir.join(&proto.server_log))?;
-        c.stdin(Stdio::null()).stdout(o).stderr(e);
-        c.spawn()
-            .map_err(|e| LabError::io(format!("starting netsweep serve in {}", run.server), e))
-    });
-    let mut server = match server {
-        Ok(s) => s,
-        Err(e) => {
-            let m = e.to_string();
-            return every(outs, |o| o.message = Some(m.clone()));
-        }
-    };
-    match wait_listening(&mut server, run.port, opts.server_ready_timeout) {
-        Ready::Yes => {}
-        Ready::Interrupted => {
-            stop(&mut server);
-            return every(outs, |o| {
-                o.status = ScenarioRunStatus::Interrupted;
-                o.message = Some("interrupted while the server was starting".into());
-            });
-        }
-        Ready::No(why) => {
-            stop(&mut server);
-            return every(outs, |o| {
-                o.status = ScenarioRunStatus::ServerFailed;
-                o.message = Some(format!("{why}; see {}", o.server_log));
-            });
+    // Server (an mpi run's rank 1 serves instead).
+    let mut server = None;
+    if !mpi {
+        let mut server_argv = vec![
+            exe_s,
+            "serve".into(),
+            "--bind".into(),
+            addr.to_string(),
+            "--port".into(),
+            run.port.to_string(),
+        ];
+        server_argv.extend(server_args(run));
+        let spawned = lab.command(&run.server, &server_argv).and_then(|mut c| {
+            let (o, e) = log_file(&out_dir.join(&proto.server_log))?;
+            c.stdin(Stdio::null()).stdout(o).stderr(e);
+            c.spawn()
+                .map_err(|e| LabError::io(format!("starting netsweep serve in {}", run.server), e))
+        });
+        let s = server.insert(match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                let m = e.to_string();
+                return every(outs, |o| o.message = Some(m.clone()));
+            }
+        });
+        match wait_listening(s, run.port, opts.server_ready_timeout) {
+            Ready::Yes => {}
+            Ready::Interrupted => {
+                stop(s);
+                return every(outs, |o| {
+                    o.status = ScenarioRunStatus::Interrupted;
+                    o.message = Some("interrupted while the server was starting".into());
+                });
+            }
+            Ready::No(why) => {
+                stop(s);
+                return every(outs, |o| {
+                    o.status = ScenarioRunStatus::ServerFailed;
+                    o.message = Some(format!("{why}; see {}", o.server_log));
+                });
+            }
         }
     }
 
@@ -144,6 +167,11 @@ pub(crate) fn one_run(
             .and_then(|mut c| {
                 let (o, e) = log_file(&out_dir.join(&out.log))?;
                 c.stdin(Stdio::null()).stdout(o).stderr(e);
+                if mpi {
+                    // Open MPI refuses root without both.
+                    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+                }
                 c.spawn().map_err(|e| {
                     LabError::io(format!("starting netsweep run in {}", run.client), e)
                 })
@@ -203,7 +231,9 @@ pub(crate) fn one_run(
         }
         std::thread::sleep(POLL);
     }
-    stop(&mut server);
+    if let Some(s) = server.as_mut() {
+        stop(s);
+    }
     let (emulators, warnings) = window.close();
     for out in &mut outs {
         let results = out_dir.join(&out.results);

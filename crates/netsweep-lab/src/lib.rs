@@ -30,6 +30,7 @@ mod experiment;
 mod factors;
 pub mod lab;
 pub mod layout;
+pub mod mpi_launch;
 pub mod names;
 pub mod netns;
 mod nftables;

@@ -271,9 +271,13 @@ pub fn find_server(w: &WorldInfo, key: &[u8], timeout: Duration) -> Result<Socke
         .ok_or_else(|| format!("rank 1's host {host:?} resolved to no address"))
 }
 
-/// Rank 1: waits for rank 0's hello; returns the address to listen on (loopback when both
-/// ranks share a host) and the session key.
-pub fn await_client(w: &WorldInfo, timeout: Duration) -> Result<(IpAddr, Vec<u8>), String> {
+/// Rank 1: waits for rank 0's hello; returns the address to listen on (`control` when given,
+/// else loopback when both ranks share a host, else every address) and the session key.
+pub fn await_client(
+    w: &WorldInfo,
+    timeout: Duration,
+    control: Option<IpAddr>,
+) -> Result<(IpAddr, Vec<u8>), String> {
     let hello = receive(w.peer, timeout, "hello")?;
     let n = *hello.first().ok_or("rank 0 sent an empty hello")? as usize;
     if hello.len() < 1 + n {
@@ -281,7 +285,9 @@ pub fn await_client(w: &WorldInfo, timeout: Duration) -> Result<(IpAddr, Vec<u8>
     }
     let key = hello[1..1 + n].to_vec();
     let host = String::from_utf8_lossy(&hello[1 + n..]);
-    let bind: IpAddr = if host == w.processor {
+    let bind: IpAddr = if let Some(ip) = control {
+        ip
+    } else if host == w.processor {
         Ipv4Addr::LOCALHOST.into()
     } else {
         Ipv4Addr::UNSPECIFIED.into()
@@ -289,9 +295,14 @@ pub fn await_client(w: &WorldInfo, timeout: Duration) -> Result<(IpAddr, Vec<u8>
     Ok((bind, key))
 }
 
-/// Rank 1: tells rank 0 the port its server listens on (0: it could not listen).
-pub fn offer_server(w: &WorldInfo, port: u16) {
+/// Rank 1: tells rank 0 the port its server listens on (0: it could not listen) and where:
+/// at `control` when given (two network namespaces of one host share a processor name, so
+/// the name cannot tell rank 0 where rank 1 is), else at rank 1's processor name.
+pub fn offer_server(w: &WorldInfo, port: u16, control: Option<IpAddr>) {
     let mut reply = port.to_be_bytes().to_vec();
-    reply.extend_from_slice(w.processor.as_bytes());
+    match control {
+        Some(ip) => reply.extend_from_slice(ip.to_string().as_bytes()),
+        None => reply.extend_from_slice(w.processor.as_bytes()),
+    }
     send(w.peer, &reply);
 }
