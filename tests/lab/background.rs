@@ -147,6 +147,83 @@ fn background_load_raises_its_bands_rtt_and_a_higher_band_beats_it() {
     );
 }
 
+/// Strict priority by DSCP class at 100 Mbit/s, as seed 002's `prio` link.
+const PRIO: &str = r#"
+[[hosts]]
+name = "client"
+[[hosts]]
+name = "server"
+[[links]]
+a = "client"
+b = "server"
+rate = "100mbit"
+[links.emulate]
+qdisc = "prio"
+bands = 8
+cpu = 1
+"#;
+
+/// A run's control connection travels in the run's class. A pingpong in DSCP class 2 beside
+/// its own class-1 background stream, through strict priority, exchanges its control
+/// messages around forty short trials, each within a second, without waiting behind the
+/// stream: in the default class (0) they waited for as long as the stream kept class 1 busy
+/// (a seed-002 run timed out so, waiting for the server to arm a trial), and this test failed
+/// 3 of 3 times.
+#[test]
+#[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
+fn the_control_connection_is_not_starved_behind_a_higher_class() {
+    let _l = lab_test("the_control_connection_is_not_starved");
+    // The link's emulator is `netsweep lab emulate`, not this test binary.
+    netsweep_lab::emulation::set_emulator_exe(bin());
+    let lab = Lab::up(&Topology::parse(PRIO).unwrap(), &run_id("ctlclass")).unwrap();
+    let addr = lab.address_for("client", "server").unwrap().to_string();
+    let mut server = serve_in(&lab, "server", &addr, 7200);
+    let out = scratch("ctlclass").join("pingpong.json");
+    let o = lab
+        .command(
+            "client",
+            &[
+                bin(),
+                "run",
+                &format!("{addr}:7200"),
+                "--no-save",
+                "-q",
+                "-o",
+                out.to_str().unwrap(),
+                "-p",
+                "pingpong",
+                "--sizes",
+                "1000",
+                "--tos",
+                "0x40",
+                "--background",
+                "stream,size=64k,tos=0x20",
+                "--trial-time",
+                "10ms",
+                "--min-trials",
+                "40",
+                "--max-trials",
+                "40",
+                "--max-point-time",
+                "20s",
+                "--timeout",
+                "1s",
+            ],
+        )
+        .unwrap()
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let p = &v["points"][0];
+    assert_eq!(p["trials"], 40, "{p}");
+    // The premise: the stream kept class 1 busy, so class 0 would have waited.
+    let bg = p["background"][0]["receiver_mbps"].as_f64().unwrap();
+    assert!(bg > 50.0, "the class-1 stream ran at only {bg} Mbit/s");
+}
+
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn the_seed_002_scenario_measures_every_band_precedence_and_eight_clients_at_once() {

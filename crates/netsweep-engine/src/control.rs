@@ -63,6 +63,28 @@ fn flush(stream: &mut TcpStream, out: impl Iterator<Item = Vec<u8>>) -> Result<(
     Ok(())
 }
 
+/// Puts a control connection in its run's class: the TOS byte (IPV6_TCLASS on IPv6) and the
+/// SO_PRIORITY that side's data sockets ask. A path that queues by class (strict priority by
+/// DSCP, htb by priority) then carries the run's control messages where it carries the run;
+/// left in the default class they wait behind any higher class that stays busy, the run's
+/// own background stream included, and a seed-002 run timed out so ("the peer did not answer
+/// within 5.0 s while waiting for the server to arm the trial"). Best effort: the data
+/// sockets' grants are what the results record.
+pub fn join_class(stream: &TcpStream, tos: Option<u8>, priority: Option<u32>) {
+    let s = socket2::SockRef::from(stream);
+    if let Some(t) = tos {
+        let v6 = stream.local_addr().is_ok_and(|a| a.is_ipv6());
+        let _ = if v6 {
+            s.set_tclass_v6(t.into())
+        } else {
+            s.set_tos_v4(t.into())
+        };
+    }
+    if let Some(p) = priority {
+        let _ = s.set_priority(p);
+    }
+}
+
 /// The client's end of a control connection.
 #[derive(Debug)]
 pub struct ClientControl {
@@ -245,5 +267,25 @@ impl ServerControl {
         // A `bye` from the client makes the machine queue its own.
         let _ = self.flush();
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The class lands on a real socket: read back with getsockopt.
+    #[test]
+    fn a_control_connection_joins_its_runs_class() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let s = socket2::SockRef::from(&stream);
+        assert_eq!(s.tos_v4().unwrap(), 0);
+        join_class(&stream, Some(0x40), Some(2));
+        assert_eq!(s.tos_v4().unwrap(), 0x40);
+        assert_eq!(s.priority().unwrap(), 2);
+        // Nothing asked, nothing changed.
+        join_class(&stream, None, None);
+        assert_eq!(s.tos_v4().unwrap(), 0x40);
     }
 }

@@ -40,6 +40,11 @@ pub(super) fn open_session(
     })?;
     let timeout = Duration::from_nanos(spec.timeout_ns);
     let mut ctl = ClientControl::connect(ctx.server, timeout)?;
+    crate::control::join_class(
+        ctl.stream(),
+        spec.client_knobs.tos,
+        spec.client_knobs.priority,
+    );
     check_protocol(ctl.version(), spec, ctx)?;
     let setup = spec.session_setup();
     let client_info = hostinfo::collect(ctx.tool_version);

@@ -152,6 +152,13 @@ impl Session {
             })?;
             Err(NetError::Refused(message))
         };
+        // The plan admitted these knobs (the operator's policy): the control joins the run's
+        // class on the way back too.
+        crate::control::join_class(
+            ctl.stream(),
+            setup.server_knobs.tos,
+            setup.server_knobs.priority,
+        );
         let transport = plan.transport;
         let timeout = plan.timeout;
         let listener = match a.factory.listen(&setup, local_ip, client_ip) {
