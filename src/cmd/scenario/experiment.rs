@@ -41,12 +41,16 @@ pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
         }
     }
     for (i, f) in s.figures.iter().enumerate() {
-        if let Some(m) = metric::metric(&f.y) {
+        // Its y, and its x when that is a figure (a signature graph).
+        let x = s.design.factor(&f.x).is_none().then_some(f.x.as_str());
+        for name in std::iter::once(f.y.as_str()).chain(x) {
+            let Some(m) = metric::metric(name) else {
+                continue;
+            };
             if !facts.iter().any(|x| m.measured_by(x.pattern)) {
                 return Err(format!(
-                    "figure[{i}] ({}): no cell's pattern measures {} (only {} does): pick a figure the cells measure",
+                    "figure[{i}] ({}): no cell's pattern measures {name} (only {} does): pick a figure the cells measure",
                     f.id,
-                    f.y,
                     m.pattern_list()
                 ));
             }
@@ -187,7 +191,7 @@ pub fn write_page(
     let common =
         one_size(0).filter(|s0| (0..s.design.cells.len()).all(|c| one_size(c) == Some(*s0)));
     let mut headline: Vec<(&'static metric::Metric, Option<u64>)> = Vec::new();
-    for spec in specs.iter().filter(|f| f.x != figure::SIZE) {
+    for spec in specs.iter().filter(|f| s.design.factor(&f.x).is_some()) {
         if let Some(m) = metric::metric(&spec.y) {
             let size = spec.size.or(common);
             if size.is_some() && !headline.iter().any(|(h, z)| h.name == m.name && *z == size) {

@@ -24,7 +24,9 @@ pub struct FigureSpec {
     /// sender rate beside the receiver's); same unit as `y`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashed: Option<String>,
-    /// A factor's name, or [`SIZE`].
+    /// A factor's name, [`SIZE`], or another figure's name: then `y` is drawn against it, a
+    /// point per message size (NetPIPE's signature graph: `y = "throughput"`,
+    /// `x = "latency_p50"`).
     pub x: String,
     /// A factor whose levels are the series.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -79,7 +81,11 @@ impl FigureSpec {
                 format!(
                     "{field}: no factor called \"{name}\": the factors are {}{}",
                     quoted(design.factors.iter().map(|f| f.name.as_str())),
-                    if field == "x" { " (or \"size\")" } else { "" }
+                    if field == "x" {
+                        " (or \"size\", or a figure's name)"
+                    } else {
+                        ""
+                    }
                 )
             })
         };
@@ -94,7 +100,8 @@ impl FigureSpec {
             }
         }
         let mut used = Vec::new();
-        if self.x != SIZE {
+        let against_figure = design.factor(&self.x).is_none() && metric::metric(&self.x).is_some();
+        if self.x != SIZE && !against_figure {
             used.push(factor("x", &self.x)?);
         }
         for (field, f) in [("series", &self.series), ("panels", &self.panels)] {

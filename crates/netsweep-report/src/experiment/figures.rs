@@ -2,7 +2,9 @@
 //! factor (lines with error bars for numeric levels, grouped bars with error bars for
 //! categorical ones) or against message size (one series per level), with one series per
 //! level of the series factor, small multiples over the panel factor (and over any other
-//! factor that varies, and past six series a panel), legends in the factor's own labels.
+//! factor that varies, and past six series a panel), legends in the factor's own labels; or
+//! against another figure, point by point over the sizes (NetPIPE's signature graph:
+//! throughput against the time of one transfer).
 
 use crate::plot::{panels, svg, Axis, Chart, Scale, Series, Unit};
 use netsweep_model::experiment::metric::{self, Metric, MetricUnit};
@@ -96,10 +98,13 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     let m = metric::metric(&spec.y)?;
     let series_f = spec.series.as_deref().and_then(|s| design.factor(s));
     let x_f = design.factor(&spec.x);
+    // Against another figure when x names one and no factor.
+    let x_m = x_f.is_none().then(|| metric::metric(&spec.x)).flatten();
     let title = spec.title.clone().unwrap_or_else(|| {
-        let against = match x_f {
-            Some(f) => design.factors[f].label.clone(),
-            None => "message size".into(),
+        let against = match (x_f, x_m) {
+            (Some(f), _) => design.factors[f].label.clone(),
+            (None, Some(xm)) => xm.label.to_string(),
+            (None, None) => "message size".into(),
         };
         format!("{} against {against}", capitalise(m.label))
     });
@@ -121,14 +126,16 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
             }
         }
         for (k, chunk) in groups.chunks(MAX_SERIES).enumerate() {
-            let mut chart = match x_f {
-                Some(f) => against_factor(spec, design, obs, m, f, chunk),
-                None => against_size(spec, obs, m, chunk),
+            let mut chart = match (x_f, x_m) {
+                (Some(f), _) => against_factor(spec, design, obs, m, f, chunk),
+                (None, Some(xm)) => against_metric(spec, obs, m, xm, chunk),
+                (None, None) => against_size(spec, obs, m, chunk),
             };
             if let Some(d) = spec.dashed.as_deref().and_then(metric::metric) {
-                let extra = match x_f {
-                    Some(f) => against_factor(spec, design, obs, d, f, chunk),
-                    None => against_size(spec, obs, d, chunk),
+                let extra = match (x_f, x_m) {
+                    (Some(f), _) => against_factor(spec, design, obs, d, f, chunk),
+                    (None, Some(xm)) => against_metric(spec, obs, d, xm, chunk),
+                    (None, None) => against_size(spec, obs, d, chunk),
                 };
                 dashed_beside(&mut chart, extra, m, d, spec.y_zero.unwrap_or(true));
             }
@@ -167,7 +174,11 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
         }
     }
     let reps = obs.repeat();
-    let subtitle = if reps > 1 {
+    let subtitle = if reps > 1 && x_m.is_some() {
+        format!(
+            "a point per message size: the medians of {reps} repetitions (cells interleaved) on both axes"
+        )
+    } else if reps > 1 {
         format!(
             "median of {reps} repetitions (cells interleaved) · {}: interval of the median over the repetitions",
             if x_f.is_some() { "bars" } else { "band" }
@@ -368,26 +379,14 @@ fn against_size(
         scale: Scale::Log { min: 1.0, max: 2.0 },
     };
     let mut c = empty_chart(x, y_axis(m));
-    for (i, (label, cells)) in groups.iter().enumerate() {
-        let mut s = Series {
-            label: label.clone(),
-            color: i,
-            ..Default::default()
-        };
-        for &ci in cells {
-            for size in obs.sizes(ci) {
-                if let Some(sp) = obs.spread(ci, m, Some(size)) {
-                    s.points.push((size as f64, sp.median));
-                    if obs.repeat() > 1 {
-                        s.band.push((size as f64, sp.lo, sp.hi));
-                    }
-                }
+    c.series = per_size(groups, obs, |s, ci, size| {
+        if let Some(sp) = obs.spread(ci, m, Some(size)) {
+            s.points.push((size as f64, sp.median));
+            if obs.repeat() > 1 {
+                s.band.push((size as f64, sp.lo, sp.hi));
             }
         }
-        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        s.band.sort_by(|a, b| a.0.total_cmp(&b.0));
-        c.series.push(s);
-    }
+    });
     let xs: Vec<f64> = c
         .series
         .iter()
@@ -415,6 +414,72 @@ fn against_size(
     let log_y = spec.log_y.unwrap_or(false);
     c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
+}
+
+/// `m` against `xm`, a point per message size (x and y the medians over the repetitions at
+/// that size), joined in size order: NetPIPE's signature graph when `xm` is a time.
+fn against_metric(
+    spec: &FigureSpec,
+    obs: &Observations<'_>,
+    m: &'static Metric,
+    xm: &'static Metric,
+    groups: &[(String, Vec<usize>)],
+) -> Chart {
+    let log_x = spec.log_x.unwrap_or(true);
+    let x = Axis {
+        title: format!("{}{}", xm.label, if log_x { " (log scale)" } else { "" }),
+        unit: unit(xm.unit),
+        scale: Scale::Log { min: 1.0, max: 2.0 },
+    };
+    let mut c = empty_chart(x, y_axis(m));
+    // In size order: the sizes are the line's parameter, not its axis.
+    c.series = per_size(groups, obs, |s, ci, size| {
+        if let (Some(xs), Some(ys)) = (
+            obs.spread(ci, xm, Some(size)),
+            obs.spread(ci, m, Some(size)),
+        ) {
+            s.points.push((xs.median, ys.median));
+        }
+    });
+    let xs: Vec<f64> = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .filter(|x| !log_x || *x > 0.0)
+        .collect();
+    c.x.scale = Scale::fit(xs, log_x, false);
+    let log_y = spec.log_y.unwrap_or(false);
+    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
+    c
+}
+
+/// A series per group (its label, its colour by position), filled by `add` at every size
+/// each of its cells measured, in size order.
+fn per_size(
+    groups: &[(String, Vec<usize>)],
+    obs: &Observations<'_>,
+    add: impl Fn(&mut Series, usize, u64),
+) -> Vec<Series> {
+    groups
+        .iter()
+        .enumerate()
+        .map(|(i, (label, cells))| {
+            let mut s = Series {
+                label: label.clone(),
+                color: i,
+                ..Default::default()
+            };
+            let mut at: Vec<(u64, usize)> = cells
+                .iter()
+                .flat_map(|&ci| obs.sizes(ci).into_iter().map(move |z| (z, ci)))
+                .collect();
+            at.sort_unstable();
+            for (size, ci) in at {
+                add(&mut s, ci, size);
+            }
+            s
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -236,3 +236,58 @@ fn a_dashed_figure_is_drawn_beside_the_solid_one_in_the_same_colours() {
     let e = s.check(&d).unwrap_err();
     assert!(e.contains("dashed") && e.contains("same unit"), "{e}");
 }
+
+/// NetPIPE's signature graph: throughput against the round trip, a point per message size,
+/// each the medians of the repetitions, joined in size order on a logarithmic time axis.
+#[test]
+fn a_figure_against_another_figure_is_a_point_per_size_in_size_order() {
+    let d = design(1);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/tcp-pingpong.json"
+    );
+    let r = results::load(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for ci in 0..d.cells.len() {
+        for rep in 1..=3u32 {
+            obs.add(ci, rep, &r);
+        }
+    }
+    let mut s = spec("rtt_p50", Some("load"));
+    s.y = "throughput".into();
+    // The scenario check takes a figure's name for x when no factor has it.
+    s.check(&d).unwrap();
+    let drawn = draw(&s, &d, &obs).unwrap();
+    assert!(
+        drawn.title.ends_with("against round trip, median"),
+        "{}",
+        drawn.title
+    );
+    let c = &drawn.charts[0];
+    assert_eq!(c.series.len(), 2);
+    let want: Vec<(f64, f64)> = r
+        .points
+        .iter()
+        .map(|p| {
+            (
+                p.latency.as_ref().unwrap().rtt_ns.p50,
+                p.throughput_mbps.mean,
+            )
+        })
+        .collect();
+    assert_eq!(want.len(), 7);
+    for series in &c.series {
+        assert_eq!(series.points, want, "{}", series.label);
+        assert!(
+            series.band.is_empty(),
+            "no band: the spread is two-dimensional"
+        );
+    }
+    assert!(matches!(c.x.scale, Scale::Log { .. }));
+    assert!(matches!(c.x.unit, Unit::Nanos));
+    assert!(drawn.svg.contains("a point per message size"));
+    // A name that is neither a factor, nor size, nor a figure is refused with the choices.
+    s.x = "rtt".into();
+    let e = s.check(&d).unwrap_err();
+    assert!(e.contains("or a figure's name"), "{e}");
+}
