@@ -38,6 +38,7 @@ pub(crate) struct RawFigure {
     log_x: Option<bool>,
     log_y: Option<bool>,
     run: Option<String>,
+    only: Option<BTreeMap<String, Vec<String>>>,
     y_zero: Option<bool>,
 }
 
@@ -227,6 +228,7 @@ pub(crate) fn parse_figures(
             log_x: rf.log_x,
             log_y: rf.log_y,
             run: rf.run.clone(),
+            only: rf.only.clone().unwrap_or_default(),
             y_zero: rf.y_zero,
         };
         spec.check(design).map_err(|m| (field.clone(), at, m))?;

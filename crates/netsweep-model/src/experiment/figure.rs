@@ -6,6 +6,7 @@ use super::design::{quoted, Design};
 use super::metric;
 use crate::spec::Pattern;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// `x = "size"`: the message size on the horizontal axis.
 pub const SIZE: &str = "size";
@@ -46,6 +47,11 @@ pub struct FigureSpec {
     /// Only the cells of this `[[run]]` (default: every cell that measures `y`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// Only the cells at these levels: factor name → level names (`only = { path =
+    /// ["routed", "encapsulated"] }`), so that a value axis fitted to the data shows what the
+    /// figure is for (default: every level).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub only: BTreeMap<String, Vec<String>>,
     /// A linear value axis starts at zero (default: yes); false fits it to the data, so a
     /// difference of a few per cent fills the figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,6 +102,24 @@ impl FigureSpec {
                 return Err(format!(
                     "run: no [[run]] called \"{run}\": the runs are {}",
                     quoted(runs.into_iter())
+                ));
+            }
+        }
+        for (name, levels) in &self.only {
+            let f = &design.factors[factor("only", name)?];
+            if levels.is_empty() {
+                return Err(format!(
+                    "only: no level of \"{name}\" given: name at least one of {}",
+                    quoted(f.levels.iter().map(|l| l.name.as_str()))
+                ));
+            }
+            if let Some(l) = levels
+                .iter()
+                .find(|l| !f.levels.iter().any(|x| &x.name == *l))
+            {
+                return Err(format!(
+                    "only: \"{name}\" has no level \"{l}\": its levels are {}",
+                    quoted(f.levels.iter().map(|l| l.name.as_str()))
                 ));
             }
         }
@@ -150,6 +174,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             log_x: None,
             log_y: None,
             run: None,
+            only: BTreeMap::new(),
             y_zero: None,
         });
     }
@@ -166,6 +191,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             log_x: None,
             log_y: None,
             run: None,
+            only: BTreeMap::new(),
             y_zero: None,
         });
     }

@@ -65,6 +65,14 @@ fn panels_of(spec: &FigureSpec, design: &Design) -> Vec<Panel> {
         .enumerate()
         .filter(|(_, c)| named.iter().all(|&f| c.level_of(f).is_some()))
         .filter(|(_, c)| spec.run.as_ref().is_none_or(|r| *r == c.run))
+        .filter(|(_, c)| {
+            spec.only.iter().all(|(name, levels)| {
+                design
+                    .factor(name)
+                    .and_then(|f| c.level_of(f).map(|l| &design.factors[f].levels[l].name))
+                    .is_some_and(|l| levels.contains(l))
+            })
+        })
         .collect();
     if cells.is_empty() {
         return out;

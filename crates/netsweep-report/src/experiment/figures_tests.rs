@@ -95,6 +95,7 @@ fn spec(x: &str, series: Option<&str>) -> FigureSpec {
         log_x: None,
         log_y: None,
         run: None,
+        only: Default::default(),
         y_zero: None,
     }
 }
@@ -290,4 +291,34 @@ fn a_figure_against_another_figure_is_a_point_per_size_in_size_order() {
     s.x = "rtt".into();
     let e = s.check(&d).unwrap_err();
     assert!(e.contains("or a figure's name"), "{e}");
+}
+
+/// `only` keeps the cells at the levels it names, and names the choices when it names none.
+#[test]
+fn only_draws_the_cells_at_the_levels_named() {
+    let d = design(4);
+    let data = observed(&d);
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in &data {
+        obs.add(*c, *r, res);
+    }
+    let mut s = spec("band", Some("load"));
+    s.only = [("load".to_string(), vec!["loaded".to_string()])].into();
+    s.only.insert("band".into(), vec!["1".into(), "3".into()]);
+    s.check(&d).unwrap();
+    let drawn = draw(&s, &d, &obs).unwrap();
+    let c = &drawn.charts[0];
+    let labels: Vec<&str> = c.series.iter().map(|s| s.label.as_str()).collect();
+    assert_eq!(labels, ["band-0 stream"]);
+    let xs: Vec<f64> = c.series[0].points.iter().map(|p| p.0).collect();
+    assert_eq!(xs, [1.0, 3.0]);
+    s.only.insert("load".into(), vec!["busy".into()]);
+    let e = s.check(&d).unwrap_err();
+    assert!(
+        e.contains("no level \"busy\"") && e.contains("\"idle\""),
+        "{e}"
+    );
+    s.only = [("nope".to_string(), vec!["x".to_string()])].into();
+    let e = s.check(&d).unwrap_err();
+    assert!(e.contains("only: no factor called \"nope\""), "{e}");
 }
