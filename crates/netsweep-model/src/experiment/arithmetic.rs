@@ -130,24 +130,30 @@ pub fn wire_mbps(p: &PointResult, spec: &RunSpec, mtu: u32) -> Option<f64> {
 }
 
 /// The link (or tunnel) of a recorded lab (`lab.json`, as results carry it) that holds the
-/// address `peer` (`ADDR:PORT`) names, with the rate shaping traffic toward it.
+/// address `peer` (`ADDR:PORT`) names, with the rate shaping traffic toward it (a shaper's,
+/// its class's ceiling, or the path emulator's).
 pub fn link_of(lab: &serde_json::Value, peer: &str, spec: &RunSpec) -> Option<LinkFacts> {
-    let addr = peer
+    // "ADDR:PORT", or an mpi run's "mpi rank 1 at ADDR:PORT".
+    let last = peer.rsplit(' ').next().unwrap_or(peer);
+    let addr = last
         .rsplit_once(':')
         .map(|(a, _)| a)
-        .unwrap_or(peer)
+        .unwrap_or(last)
         .trim_matches(['[', ']']);
-    let end_host = |l: &serde_json::Value| -> Option<String> {
+    // The server's host, and which end of the link it is.
+    let end_host = |l: &serde_json::Value| -> Option<(String, &'static str)> {
         ["a", "b"].iter().find_map(|e| {
             let end = l.get(e)?;
             let here = end.get("addr").and_then(|a| a.as_str()) == Some(addr)
                 || end.get("addr6").and_then(|a| a.as_str()) == Some(addr);
-            here.then(|| end.get("host")?.as_str().map(String::from))
+            here.then(|| Some((end.get("host")?.as_str()?.to_string(), *e)))
                 .flatten()
         })
     };
     for l in lab.get("links")?.as_array()? {
-        let Some(server) = end_host(l) else { continue };
+        let Some((server, server_end)) = end_host(l) else {
+            continue;
+        };
         let name = l.get("name")?.as_str()?.to_string();
         let mtu = l.get("mtu")?.as_u64()? as u32;
         let shaper = l.get("shapers").and_then(|s| s.as_array()).and_then(|s| {
@@ -171,6 +177,18 @@ pub fn link_of(lab: &serde_json::Value, peer: &str, spec: &RunSpec) -> Option<Li
                     "class {} ceiling",
                     c.get("classid").and_then(|i| i.as_str()).unwrap_or("?")
                 );
+            }
+        }
+        // A link the path emulator carries: its rate toward the server (its directions are
+        // from a, then from b).
+        if rate_bps.is_none() {
+            let toward = usize::from(server_end == "a");
+            if let Some(r) = l
+                .pointer(&format!("/emulator/config/directions/{toward}/rate_bps"))
+                .and_then(|r| r.as_u64())
+            {
+                rate_bps = Some(r);
+                rate_from = "the path emulator's rate".into();
             }
         }
         return Some(LinkFacts {
@@ -251,5 +269,33 @@ mod tests {
         assert_eq!(l.rate_bps, Some(40_000_000));
         assert_eq!(l.rate_from, "class 1:10 ceiling");
         assert!(link_of(&lab, "198.18.9.9:7200", &s).is_none());
+    }
+
+    /// Seed 002's strict-priority link: no shaper, the path emulator's rate toward the server
+    /// (its directions are from a, then from b). An mpi run's peer names rank 1 first.
+    #[test]
+    fn an_emulated_link_has_its_emulators_rate_toward_the_server() {
+        let dir = |rate: u64| serde_json::json!({"rate_bps": rate, "delay_ns": 0});
+        let lab = serde_json::json!({
+            "links": [{
+                "name": "prio", "mtu": 1500,
+                "a": {"host": "client", "addr": "198.18.3.1"},
+                "b": {"host": "server", "addr": "198.18.3.2"},
+                "shapers": [],
+                "emulator": {"config": {"directions": [dir(100_000_000), dir(50_000_000)]}}
+            }],
+            "tunnels": []
+        });
+        let s = spec(Transport::Tcp, Pattern::Pingpong);
+        let l = link_of(&lab, "198.18.3.2:7200", &s).unwrap();
+        assert_eq!(l.rate_bps, Some(100_000_000));
+        assert_eq!(l.rate_from, "the path emulator's rate");
+        // Toward a, the other direction's rate.
+        assert_eq!(
+            link_of(&lab, "198.18.3.1:7200", &s).unwrap().rate_bps,
+            Some(50_000_000)
+        );
+        let l = link_of(&lab, "mpi rank 1 at 198.18.3.2:40123", &s).unwrap();
+        assert_eq!((l.name.as_str(), l.mtu), ("prio", 1500));
     }
 }
