@@ -157,7 +157,6 @@ fn print_written(w: &Written) {
     );
 }
 
-/// `scenario run FILE`: the lab, every run, the summaries, the claims and the page.
 /// A scenario with mpi runs needs this binary built with the mpi feature, and mpirun.
 fn mpi_ready(scenario: &Scenario) -> std::result::Result<(), String> {
     let Some(r) = scenario
@@ -186,6 +185,7 @@ fn mpi_ready(scenario: &Scenario) -> std::result::Result<(), String> {
         })
 }
 
+/// `scenario run FILE`: the lab, every run, the summaries, the claims and the page.
 fn run(file: &str, output: Option<String>, check: bool) -> Result {
     let scenario = Scenario::load(Path::new(file))?;
     cell_facts(&scenario)

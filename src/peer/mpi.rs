@@ -11,7 +11,7 @@ use std::time::Duration;
 /// The environment variable that tells rank 1 which of its addresses to serve the control
 /// connection on, and rank 0 to connect to: needed where the ranks share a processor name but
 /// not a network, as two network namespaces of one host do (the lab's MPI runs set it).
-pub const CONTROL_ENV: &str = "NETSWEEP_MPI_CONTROL";
+pub use netsweep_lab::mpi_launch::CONTROL_ENV;
 
 /// [`CONTROL_ENV`]'s address, if set.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -113,14 +113,4 @@ fn serve_rank(
     let stop = Arc::new(AtomicBool::new(false));
     let factory = Arc::new(netsweep_transport::Registry);
     serve(listener, factory, opts, stop).map_err(Error::failed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_lab_sets_the_variable_rank_1_reads() {
-        assert_eq!(CONTROL_ENV, netsweep_lab::mpi_launch::CONTROL_ENV);
-    }
 }

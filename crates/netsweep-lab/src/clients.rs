@@ -73,19 +73,18 @@ pub(crate) fn one_run(
     if mpi {
         // Rank 1 serves on a port of its choosing, at this address.
         tgt = format!("mpi rank 1 at {addr}");
-    }
-    proto.target = tgt.clone();
-    if mpi {
         let results = out_dir.join(&proto.results);
         let _ = std::fs::remove_file(&results);
         match crate::mpi_launch::command(lab, run, &exe_s, addr, &results, lab_meta) {
             Ok(c) => proto.command = c,
             Err(e) => {
+                proto.target = tgt;
                 proto.message = Some(e.to_string());
                 return vec![proto];
             }
         }
     }
+    proto.target = tgt.clone();
     let mut outs: Vec<ScenarioRunOutcome> = (1..=run.clients)
         .map(|i| {
             let mut out = proto.clone();

@@ -11,8 +11,8 @@ use crate::scenario::ScenarioRun;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
-/// The environment variable that tells rank 1 where to serve the control connection (the
-/// binary's `peer::mpi::CONTROL_ENV`; the lab crate cannot reach it, a test ties the two).
+/// The environment variable that tells rank 1 where to serve the control connection; the
+/// binary's mpi peer reads it by this name.
 pub const CONTROL_ENV: &str = "NETSWEEP_MPI_CONTROL";
 
 /// Whether `args` (a run's `netsweep run` arguments) choose the mpi transport.

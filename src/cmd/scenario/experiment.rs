@@ -42,15 +42,15 @@ pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
     }
     for (i, f) in s.figures.iter().enumerate() {
         // Its y, and its x when that is a figure (a signature graph).
-        let x = s.design.factor(&f.x).is_none().then_some(f.x.as_str());
-        for name in std::iter::once(f.y.as_str()).chain(x) {
-            let Some(m) = metric::metric(name) else {
-                continue;
-            };
+        for m in metric::metric(&f.y)
+            .into_iter()
+            .chain(f.x_figure(&s.design))
+        {
             if !facts.iter().any(|x| m.measured_by(x.pattern)) {
                 return Err(format!(
-                    "figure[{i}] ({}): no cell's pattern measures {name} (only {} does): pick a figure the cells measure",
+                    "figure[{i}] ({}): no cell's pattern measures {} (only {} does): pick a figure the cells measure",
                     f.id,
+                    m.name,
                     m.pattern_list()
                 ));
             }

@@ -59,6 +59,15 @@ pub struct FigureSpec {
 }
 
 impl FigureSpec {
+    /// The figure `x` names, when it names one and no factor: `y` is drawn against it.
+    pub fn x_figure(&self, design: &Design) -> Option<&'static metric::Metric> {
+        design
+            .factor(&self.x)
+            .is_none()
+            .then(|| metric::metric(&self.x))
+            .flatten()
+    }
+
     /// Checks the names against the design and the catalogue; the error says the fix.
     pub fn check(&self, design: &Design) -> Result<(), String> {
         if metric::metric(&self.y).is_none() {
@@ -124,8 +133,7 @@ impl FigureSpec {
             }
         }
         let mut used = Vec::new();
-        let against_figure = design.factor(&self.x).is_none() && metric::metric(&self.x).is_some();
-        if self.x != SIZE && !against_figure {
+        if self.x != SIZE && self.x_figure(design).is_none() {
             used.push(factor("x", &self.x)?);
         }
         for (field, f) in [("series", &self.series), ("panels", &self.panels)] {

@@ -106,8 +106,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     let m = metric::metric(&spec.y)?;
     let series_f = spec.series.as_deref().and_then(|s| design.factor(s));
     let x_f = design.factor(&spec.x);
-    // Against another figure when x names one and no factor.
-    let x_m = x_f.is_none().then(|| metric::metric(&spec.x)).flatten();
+    let x_m = spec.x_figure(design);
     let title = spec.title.clone().unwrap_or_else(|| {
         let against = match (x_f, x_m) {
             (Some(f), _) => design.factors[f].label.clone(),
