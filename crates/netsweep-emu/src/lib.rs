@@ -10,7 +10,7 @@
 //!
 //! [`path`] is the sans-IO scheduler of one direction (a mock clock in its tests); [`run`]
 //! drives two of them over AF_PACKET sockets on a dedicated thread; [`config`] is what the lab
-//! hands it; [`stats`] what it reports.
+//! hands it; [`stats`] what it reports, and [`writer`] writes it off the data path.
 
 #![warn(missing_docs)]
 
@@ -20,6 +20,7 @@ pub mod path;
 pub mod rng;
 pub mod run;
 pub mod stats;
+pub mod writer;
 
 pub use config::{Config, DirectionSpec, Jitter, JitterDist, Loss, Qdisc};
 pub use stats::{Counters, Report};

@@ -2,13 +2,15 @@
 //! that receives frames in batches (recvmmsg), hands them to the [`Path`] of their direction,
 //! and sends what is due in batches (sendmmsg) — sleeping in ppoll until shortly before the
 //! next release (timer slack 1 ns) and waiting the last microseconds awake, so a release
-//! leaves on time. Frame buffers come from a bounded pool; the report is rewritten every
-//! quarter second and when the loop stops.
+//! leaves on time. Frame buffers come from a bounded pool; the report is handed to a writer
+//! thread every quarter second (the loop never waits on the file system) and written when
+//! the loop stops.
 
 use crate::config::Config;
 use crate::frame::{band_of, protocol_of};
 use crate::path::{Path, Release};
 use crate::stats::{DirectionReport, Report};
+use crate::writer::{self, Writer};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -429,6 +431,8 @@ pub fn run(
         .check()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut ports = [Port::open(&config.ports[0])?, Port::open(&config.ports[1])?];
+    // Before this thread is pinned and made real-time, which the writer must not inherit.
+    let mut writer = Writer::start(report.to_path_buf())?;
     // SAFETY: prctl with plain integer arguments; 1 ns of timer slack for this thread, so a
     // sleep ends when asked, not up to 50 µs later.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0) };
@@ -452,7 +456,7 @@ pub fn run(
     let mut pool = Pool::new(config.max_frame);
     let mut due = Vec::with_capacity(BATCH * 4);
     // The first report goes out at once: the lab waits for it to know the ports are open.
-    write_report(report, config, &paths, epoch, &rt, true, None)?;
+    writer::write(report, &snapshot(config, &paths, epoch, &rt, true, None))?;
     let mut last_report = Instant::now();
     let result = 'run: loop {
         if stop.load(Ordering::Relaxed) {
@@ -461,7 +465,11 @@ pub fn run(
         if window.swap(false, Ordering::Relaxed) {
             paths.iter_mut().for_each(Path::reset_lateness);
             rt.window_start = epoch.elapsed().as_secs_f64();
-            write_report(report, config, &paths, epoch, &rt, true, None)?;
+            if let Err(e) = writer.post(snapshot(config, &paths, epoch, &rt, true, None)) {
+                break 'run Err(e);
+            }
+        } else if let Err(e) = writer.flush() {
+            break 'run Err(e);
         }
         // Receive: from port 0 into direction a→b, from port 1 into b→a.
         for d in 0..2 {
@@ -479,7 +487,9 @@ pub fn run(
                 let n = ports[d].kernel_drops();
                 paths[d].kernel_drops(n);
             }
-            write_report(report, config, &paths, epoch, &rt, true, None)?;
+            if let Err(e) = writer.post(snapshot(config, &paths, epoch, &rt, true, None)) {
+                break 'run Err(e);
+            }
             last_report = Instant::now();
         }
         let next = paths.iter().filter_map(|p| p.next_event()).min();
@@ -493,8 +503,11 @@ pub fn run(
         let n = ports[d].kernel_drops();
         paths[d].kernel_drops(n);
     }
+    // The writer finishes first, so the last report written is this one.
+    let written = writer.finish();
+    let result = result.and(written);
     let error = result.as_ref().err().map(|e| e.to_string());
-    write_report(report, config, &paths, epoch, &rt, false, error)?;
+    writer::write(report, &snapshot(config, &paths, epoch, &rt, false, error))?;
     result
 }
 
@@ -539,17 +552,16 @@ fn pin(cpu: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes the report next to `path` and renames it over `path`.
-fn write_report(
-    path: &std::path::Path,
+/// The report as it stands.
+fn snapshot(
     config: &Config,
     paths: &[Path<u32>; 2],
     epoch: Instant,
     rt: &Realtime,
     running: bool,
     error: Option<String>,
-) -> io::Result<()> {
-    let r = Report {
+) -> Report {
+    Report {
         link: config.link.clone(),
         uptime_s: epoch.elapsed().as_secs_f64(),
         pid: std::process::id(),
@@ -567,10 +579,5 @@ fn write_report(
         error,
         realtime: rt.on,
         realtime_refused: rt.refused.clone(),
-    };
-    let mut tmp = PathBuf::from(path);
-    tmp.set_extension("json.partial");
-    let text = serde_json::to_vec_pretty(&r).map_err(io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    }
 }

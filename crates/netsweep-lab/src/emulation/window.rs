@@ -171,12 +171,12 @@ impl Window {
                 let late = d.lateness.p99_ns > limit && !spec.is_passthrough();
                 if late {
                     warnings.push(format!(
-                        "the path emulator of link {} ({}) was late: p99 {:.0} µs past its \
-                         schedule (limit {:.0} µs, a tenth of its delay): what crossed it was \
-                         delayed more than asked; give it a CPU of its own (emulate.cpu)",
+                        "the path emulator of link {} ({}) was late: {} µs past its schedule \
+                         (limit {:.0} µs, a tenth of its delay): what crossed it was delayed \
+                         more than asked; give it a CPU of its own (emulate.cpu)",
                         em.config.link,
                         d.direction,
-                        d.lateness.p99_ns as f64 / 1e3,
+                        tail(&d.lateness),
                         limit as f64 / 1e3
                     ));
                 }
@@ -203,6 +203,17 @@ impl Window {
     /// Whether there is anything to record.
     pub fn is_empty(&self) -> bool {
         self.before.is_empty()
+    }
+}
+
+/// A lateness's tail in words: its p99, or, over fewer than 100 releases, what that p99 is —
+/// the worst of them.
+fn tail(l: &netsweep_emu::stats::Lateness) -> String {
+    let us = l.p99_ns as f64 / 1e3;
+    if l.count < 100 {
+        format!("the worst of its {} releases {us:.0}", l.count)
+    } else {
+        format!("p99 {us:.0}")
     }
 }
 
@@ -253,4 +264,26 @@ pub fn record(
     f.write_all(&serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?)?;
     f.sync_all()?;
     std::fs::rename(&tmp, results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail;
+    use netsweep_emu::stats::Lateness;
+
+    #[test]
+    fn a_tail_over_few_releases_is_called_their_worst() {
+        let few = Lateness {
+            count: 27,
+            p50_ns: 4_000,
+            p99_ns: 716_000,
+            max_ns: 716_000,
+        };
+        assert_eq!(tail(&few), "the worst of its 27 releases 716");
+        let many = Lateness {
+            count: 5_000,
+            ..few
+        };
+        assert_eq!(tail(&many), "p99 716");
+    }
 }
