@@ -237,8 +237,10 @@ fn now_ns(epoch: Instant) -> u64 {
     epoch.elapsed().as_nanos() as u64
 }
 
-/// Receives every frame waiting on `port` into the pool and hands it to `path`; returns how
-/// many arrived.
+/// Receives the frames waiting on `port`, one batch at most, into the pool and hands them to
+/// `path`; returns how many arrived. One batch, not all that wait: under a flood, draining the
+/// socket first would hold every release due meanwhile; what stays waits for the next turn
+/// (and the socket's buffer, when full, drops — counted as the kernel's).
 fn receive(
     port: &Port,
     pool: &mut Pool,
@@ -275,6 +277,9 @@ fn receive(
             }
             path.no_buffer(r as u32);
             total += 1;
+            if total >= BATCH {
+                return Ok(total);
+            }
             continue;
         }
         // SAFETY: iovecs point into distinct pool buffers, each `pool.size` long, alive for
@@ -347,10 +352,7 @@ fn receive(
         for i in path.take_freed() {
             pool.give(i);
         }
-        total += got;
-        if got < n {
-            return Ok(total);
-        }
+        return Ok(total + got);
     }
 }
 
