@@ -483,10 +483,15 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
         None => {
             // The loaded direction keeps its schedule to its tail, and is not warned about.
             assert!(p99 < 100_000, "lateness p99 {p99} ns");
-            // The stream floods the emulator far past its rate: no frame waits on the loop's
-            // reading the flood (draining its socket first held releases up to 44 ms).
+            // The stream floods the emulator far past its rate: no frame waits for the loop to
+            // drain the flood, nor for the kernel to let a busy real-time thread run again
+            // (each held releases 44-48 ms; as an ordinary thread past its share it waits a
+            // few ms at most).
             let worst = late["max_ns"].as_u64().unwrap();
-            assert!(worst <= 2 * MAX_STALL_NS, "a-to-b: a frame {worst} ns late");
+            assert!(
+                worst <= 10 * MAX_STALL_NS,
+                "a-to-b: a frame {worst} ns late"
+            );
             assert!(
                 !warnings.iter().any(|w| w.contains("(a-to-b)")),
                 "{warnings:?}"

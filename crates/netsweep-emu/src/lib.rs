@@ -9,8 +9,9 @@
 //! reordered, and how late each release was against its schedule.
 //!
 //! [`path`] is the sans-IO scheduler of one direction (a mock clock in its tests); [`run`]
-//! drives two of them over AF_PACKET sockets on a dedicated thread; [`config`] is what the lab
-//! hands it; [`stats`] what it reports, and [`writer`] writes it off the data path.
+//! drives two of them over AF_PACKET sockets on a dedicated thread, which [`sched`] keeps
+//! real-time within the kernel's budget; [`config`] is what the lab hands it; [`stats`] what it
+//! reports, and [`writer`] writes it off the data path.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod path;
 pub mod rng;
 pub mod run;
+pub mod sched;
 pub mod stats;
 pub mod writer;
 

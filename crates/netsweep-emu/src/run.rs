@@ -9,6 +9,7 @@
 use crate::config::Config;
 use crate::frame::{band_of, protocol_of};
 use crate::path::{Path, Release};
+use crate::sched::{self, pin, realtime, Budget, Realtime, Switch};
 use crate::stats::{DirectionReport, Report};
 use crate::writer::{self, Writer};
 use std::io;
@@ -444,6 +445,7 @@ pub fn run(
     let realtime = config.realtime.then(realtime);
     let mut rt = Realtime {
         window_start: 0.0,
+        ordinary_s: 0.0,
         on: matches!(realtime, Some(Ok(()))),
         refused: match realtime {
             Some(Err(e)) => Some(e.to_string()),
@@ -460,6 +462,16 @@ pub fn run(
     // The first report goes out at once: the lab waits for it to know the ports are open.
     writer::write(report, &snapshot(config, &paths, epoch, &rt, true, None))?;
     let mut last_report = Instant::now();
+    // Real-time within its share of each second (see sched); checked every millisecond.
+    let mut budget = rt.on.then(|| {
+        Budget::new(
+            sched::PERIOD_NS,
+            sched::SHARE,
+            now_ns(epoch),
+            sched::thread_cpu_ns(),
+        )
+    });
+    let mut budget_due = 0;
     let result = 'run: loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
@@ -480,6 +492,18 @@ pub fn run(
             }
         }
         let now = now_ns(epoch);
+        if let Some(b) = budget.as_mut().filter(|_| now >= budget_due) {
+            budget_due = now + 1_000_000;
+            let switched = match b.check(now, sched::thread_cpu_ns()) {
+                Some(Switch::Ordinary) => sched::ordinary(),
+                Some(Switch::Realtime) => sched::realtime(),
+                None => Ok(()),
+            };
+            if let Err(e) = switched {
+                break 'run Err(e);
+            }
+            rt.ordinary_s = b.ordinary_ns(now) as f64 / 1e9;
+        }
         for d in 0..2 {
             paths[d].poll(now, &mut due);
             send(&ports[1 - d], &mut pool, &mut paths[d], &mut due);
@@ -513,47 +537,6 @@ pub fn run(
     result
 }
 
-/// Whether the emulator's thread runs under SCHED_FIFO.
-#[derive(Debug)]
-struct Realtime {
-    on: bool,
-    refused: Option<String>,
-    /// When the current lateness window started (not a real-time matter, but reported with
-    /// it).
-    window_start: f64,
-}
-
-/// Puts the calling thread under SCHED_FIFO, priority 50: a release waits for no ordinary
-/// thread of the host. The kernel's real-time throttling (95% of each second by default)
-/// still leaves the host its share; the loop sleeps between releases anyway.
-fn realtime() -> io::Result<()> {
-    let p = libc::sched_param { sched_priority: 50 };
-    // SAFETY: applies to the calling thread; reads the sched_param we pass.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        return last_error("SCHED_FIFO");
-    }
-    Ok(())
-}
-
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: u32) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; the index is checked against CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu as usize >= libc::CPU_SETSIZE as usize {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("CPU {cpu} does not exist"),
-            ));
-        }
-        libc::CPU_SET(cpu as usize, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return last_error(&format!("pinning the emulator to CPU {cpu}"));
-        }
-    }
-    Ok(())
-}
-
 /// The report as it stands.
 fn snapshot(
     config: &Config,
@@ -581,5 +564,6 @@ fn snapshot(
         error,
         realtime: rt.on,
         realtime_refused: rt.refused.clone(),
+        ordinary_s: rt.ordinary_s,
     }
 }

@@ -83,6 +83,9 @@ pub struct Report {
     pub realtime: bool,
     /// Why it runs without SCHED_FIFO although asked (the kernel's refusal).
     pub realtime_refused: Option<String>,
+    /// Seconds since it started that its thread ran as an ordinary one, its real-time share
+    /// of the second spent (a flood keeps it busy): it took its turn with the host's work.
+    pub ordinary_s: f64,
     /// Why it stopped, if it failed.
     pub error: Option<String>,
 }

@@ -160,6 +160,8 @@ impl Window {
                 ));
                 continue;
             };
+            // Time its real-time share was spent, within the window.
+            let ordinary_s = (after.ordinary_s - before.ordinary_s).max(0.0);
             let mut dirs = Vec::new();
             for (i, d) in after.directions.iter().enumerate() {
                 let spec = &em.config.directions[i.min(1)];
@@ -173,11 +175,12 @@ impl Window {
                     warnings.push(format!(
                         "the path emulator of link {} ({}) was late: {} µs past its schedule \
                          (limit {:.0} µs, a tenth of its delay): what crossed it was delayed \
-                         more than asked; give it a CPU of its own (emulate.cpu)",
+                         more than asked; {}",
                         em.config.link,
                         d.direction,
                         tail(&d.lateness),
-                        limit as f64 / 1e3
+                        limit as f64 / 1e3,
+                        remedy(ordinary_s)
                     ));
                 }
                 dirs.push(serde_json::json!({
@@ -194,6 +197,8 @@ impl Window {
                 "realtime": after.realtime,
                 // The share of one CPU the emulator used while the window was open.
                 "cpu_utilisation": utilisation(after.pid, *mark),
+                // Seconds it ran as an ordinary thread, its real-time share spent.
+                "ordinary_s": ordinary_s,
                 "directions": dirs,
             }));
         }
@@ -214,6 +219,21 @@ fn tail(l: &netsweep_emu::stats::Lateness) -> String {
         format!("the worst of its {} releases {us:.0}", l.count)
     } else {
         format!("p99 {us:.0}")
+    }
+}
+
+/// What to do about a late emulator: a CPU of its own, or, when it spent its real-time share
+/// (busy most of a second: a flood past its rate), less offered load.
+fn remedy(ordinary_s: f64) -> String {
+    if ordinary_s > 0.0 {
+        format!(
+            "it was busy past its real-time share and ran as an ordinary thread for {:.0} ms: \
+             offer it a load it can carry (`-p rate --rate`), not a flood, or give it a CPU of its own \
+             (emulate.cpu)",
+            ordinary_s * 1e3
+        )
+    } else {
+        "give it a CPU of its own (emulate.cpu)".into()
     }
 }
 
@@ -268,7 +288,7 @@ pub fn record(
 
 #[cfg(test)]
 mod tests {
-    use super::tail;
+    use super::{remedy, tail};
     use netsweep_emu::stats::Lateness;
 
     #[test]
@@ -285,5 +305,15 @@ mod tests {
             ..few
         };
         assert_eq!(tail(&many), "p99 716");
+    }
+
+    #[test]
+    fn a_spent_real_time_share_changes_the_remedy() {
+        assert_eq!(remedy(0.0), "give it a CPU of its own (emulate.cpu)");
+        assert!(
+            remedy(0.15).contains("ordinary thread for 150 ms"),
+            "{}",
+            remedy(0.15)
+        );
     }
 }
