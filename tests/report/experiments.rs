@@ -1,9 +1,10 @@
 //! The seed pages are generated from their committed results (issue 31): every
 //! `docs/experiments/<seed>/` that holds a scenario's results (`scenario.toml`, `index.json`,
 //! the results files packed in `results.jsonl`, every one the index says was written) and its
-//! page is written again here by `netsweep scenario page` from those results alone, and must come out as committed — the page, its figures and the
-//! verdicts. The verdict table in docs/experiments/README.md must be what `verdicts.py` makes
-//! of the committed verdicts.
+//! page is written again here by `netsweep scenario page` from those results alone, and must
+//! come out as committed — the page, its figures and the verdicts — listing every warning its
+//! runs recorded. The verdict table in docs/experiments/README.md must be what `verdicts.py`
+//! makes of the committed verdicts.
 
 use crate::common::{bin, scratch};
 use std::fs;
@@ -114,6 +115,36 @@ fn every_seed_page_is_what_its_committed_results_give() {
             dir.join("page.md").display(),
             copy.join("page.md").display()
         );
+        // Every warning a run recorded is on the page, one row each, and nothing else is.
+        let recorded: Vec<String> = bundle
+            .lines()
+            .flat_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let ws = v["results"]["warnings"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                ws.into_iter()
+                    .map(|w| w.as_str().unwrap().replace('|', "\\|"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let text = page(dir);
+        let section = text
+            .split_once("## What the runs warned")
+            .map_or("", |(_, s)| s.split("\n## ").next().unwrap_or(""));
+        let rows = section.lines().filter(|l| l.starts_with("| ")).count();
+        assert_eq!(
+            rows,
+            recorded.len() + usize::from(!recorded.is_empty()),
+            "{name}: the page's warning rows (after the header) are not its results' warnings"
+        );
+        for w in &recorded {
+            assert!(
+                section.contains(w.as_str()),
+                "{name}: the page omits the warning {w}"
+            );
+        }
         assert_eq!(
             verdicts(&dir.join("index.json")),
             verdicts(&copy.join("index.json")),

@@ -229,6 +229,12 @@ pub fn write_page(
         }
     }
     let provenance = provenance(&loaded);
+    let mut warnings: Vec<(usize, u32, String)> = loaded
+        .iter()
+        .flat_map(|(c, rep, r)| r.warnings.iter().map(move |w| (*c, *rep, w.clone())))
+        .collect();
+    // By cell and repetition; a run's own warnings keep their order.
+    warnings.sort_by_key(|w| (w.0, w.1));
     let regenerate = format!("netsweep scenario page {}", dir.display());
     let text = page::render(&Page {
         name: &s.name,
@@ -244,6 +250,7 @@ pub fn write_page(
         figure_dir: "figures",
         headline,
         failures,
+        warnings: &warnings,
         regenerate: &regenerate,
         provenance: &provenance,
     });

@@ -1,7 +1,8 @@
 //! An experiment's page, in Markdown, from its results alone: the setup, the factor table,
 //! the figures, each cell's median and spread, the claims with their verdicts and numbers,
-//! the effects (differences larger than the spread, and those that are not), and the
-//! arithmetic a reader would otherwise do by hand. The only prose is the scenario's own.
+//! the effects (differences larger than the spread, and those that are not), the arithmetic
+//! a reader would otherwise do by hand, and what the runs warned. The only prose is the
+//! scenario's own.
 
 use super::figures::Drawn;
 use netsweep_model::experiment::arithmetic::{self, link_of};
@@ -40,6 +41,9 @@ pub struct Page<'a> {
     pub headline: Vec<(&'static Metric, Option<u64>)>,
     /// Runs that did not succeed: (run name, status and message).
     pub failures: &'a [(String, String)],
+    /// What the runs warned, as their results hold it: (cell, repetition, warning), in that
+    /// order.
+    pub warnings: &'a [(usize, u32, String)],
     /// The command that regenerates the page.
     pub regenerate: &'a str,
     /// Where the numbers come from: tool, hosts, dates.
@@ -76,6 +80,16 @@ pub fn render(p: &Page<'_>) -> String {
             let _ = writeln!(o, "> - `{n}`: {m}");
         }
         o.push('\n');
+    }
+    if !p.warnings.is_empty() {
+        let mut warned: Vec<(usize, u32)> = p.warnings.iter().map(|w| (w.0, w.1)).collect();
+        warned.dedup();
+        let _ = writeln!(
+            o,
+            "> **{} of {} runs recorded a warning**, listed under [What the runs warned](#what-the-runs-warned); the figures and verdicts use those runs as they were measured.\n",
+            warned.len(),
+            d.cells.len() * d.repeat as usize
+        );
     }
     // Verdicts first: what the experiment says.
     if !p.verdicts.is_empty() {
@@ -188,7 +202,27 @@ pub fn render(p: &Page<'_>) -> String {
     cells(&mut o, p);
     effect_section(&mut o, p);
     arithmetic_section(&mut o, p);
+    warning_section(&mut o, p);
     o
+}
+
+/// Every warning of every run, by cell and repetition.
+fn warning_section(o: &mut String, p: &Page<'_>) {
+    if p.warnings.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "## What the runs warned\n");
+    let _ = writeln!(
+        o,
+        "Each run's warnings, word for word from its results file.\n"
+    );
+    let (head, keys) = cell_columns(p.design);
+    let _ = writeln!(o, "| {head} | repetition | warning |");
+    let _ = writeln!(o, "|{}---|---|---|", "---|".repeat(keys));
+    for (ci, rep, w) in p.warnings {
+        let _ = writeln!(o, "| {} | {rep} | {} |", cell_row(p.design, *ci), esc(w));
+    }
+    o.push('\n');
 }
 
 fn cells(o: &mut String, p: &Page<'_>) {
