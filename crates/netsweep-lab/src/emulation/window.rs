@@ -197,6 +197,8 @@ impl Window {
                 "realtime": after.realtime,
                 // The share of one CPU the emulator used while the window was open.
                 "cpu_utilisation": utilisation(after.pid, *mark),
+                // How long the window was open: its counters' time base.
+                "window_s": mark.map(|(_, at)| at.elapsed().as_secs_f64()),
                 // Seconds it ran as an ordinary thread, its real-time share spent.
                 "ordinary_s": ordinary_s,
                 "directions": dirs,

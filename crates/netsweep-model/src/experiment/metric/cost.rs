@@ -49,6 +49,26 @@ fn emulator_util(lab: Option<&serde_json::Value>) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// The bit rate the lab's path emulators released over the run, in the busiest direction of
+/// the busiest one: its own count of frame bytes (the window's `released_bytes`) over the
+/// window's time (`window_s`) — an independent counter of what the link carried, gaps
+/// between points included.
+fn emulated_mbps(lab: Option<&serde_json::Value>) -> Option<f64> {
+    lab?.get("emulators")?
+        .as_array()?
+        .iter()
+        .filter_map(|e| {
+            let secs = e.get("window_s")?.as_f64().filter(|s| *s > 0.0)?;
+            e.get("directions")?
+                .as_array()?
+                .iter()
+                .filter_map(|d| d.get("counters")?.get("released_bytes")?.as_u64())
+                .max()
+                .map(|bytes| bytes as f64 * 8.0 / secs / 1e6)
+        })
+        .reduce(f64::max)
+}
+
 /// The cost and whereabouts figures (see the module's text).
 pub const COST_METRICS: &[Metric] = &[
     Metric {
@@ -177,6 +197,14 @@ pub const COST_METRICS: &[Metric] = &[
         patterns: &[],
         read: |_, c| emulator_util(c.lab),
     },
+    Metric {
+        name: "emulated_mbps",
+        label: "the bit rate the busiest path emulator released over the run, in frames (its own count)",
+        unit: MetricUnit::Mbps,
+        combine: Combine::Mean,
+        patterns: &[],
+        read: |_, c| emulated_mbps(c.lab),
+    },
 ];
 
 #[cfg(test)]
@@ -184,6 +212,24 @@ mod tests {
     use super::*;
     use crate::kernel::KernelCounts;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn the_emulated_rate_is_the_busiest_directions_bytes_over_the_window() {
+        let lab = serde_json::json!({"emulators": [
+            {"window_s": 2.0, "directions": [
+                {"counters": {"released_bytes": 25_000_000u64}},
+                {"counters": {"released_bytes": 1_000_000u64}}]},
+            {"window_s": 2.0, "directions": [
+                {"counters": {"released_bytes": 5_000_000u64}}]},
+        ]});
+        // 25 MB in 2 s: 100 Mbit/s.
+        assert_eq!(emulated_mbps(Some(&lab)), Some(100.0));
+        // A window without its time (results from before it was recorded): no figure.
+        let old = serde_json::json!({"emulators": [
+            {"directions": [{"counters": {"released_bytes": 25_000_000u64}}]}]});
+        assert_eq!(emulated_mbps(Some(&old)), None);
+        assert_eq!(emulated_mbps(None), None);
+    }
 
     #[test]
     fn loss_splits_by_where_the_kernel_counted_it() {
