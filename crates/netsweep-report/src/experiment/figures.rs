@@ -181,13 +181,27 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
         }
     }
     let reps = obs.repeat();
+    // The fewest repetitions that measured anything in a cell drawn: a failed run's are fewer.
+    let fewest = panels_of(spec, design)
+        .iter()
+        .flat_map(|p| p.cells.clone())
+        .map(|ci| {
+            (1..=reps)
+                .filter(|&r| obs.results(ci, r).iter().any(|res| !res.points.is_empty()))
+                .count() as u32
+        })
+        .min()
+        .unwrap_or(reps);
+    let of = if fewest < reps {
+        format!("{reps} repetitions ({fewest} in a cell where a run failed)")
+    } else {
+        format!("{reps} repetitions")
+    };
     let subtitle = if reps > 1 && x_m.is_some() {
-        format!(
-            "a point per message size: the medians of {reps} repetitions (cells interleaved) on both axes"
-        )
+        format!("a point per message size: the medians of {of} (cells interleaved) on both axes")
     } else if reps > 1 {
         format!(
-            "median of {reps} repetitions (cells interleaved) · {}: interval of the median over the repetitions",
+            "median of {of} (cells interleaved) · {}: interval of the median over the repetitions",
             if x_f.is_some() { "bars" } else { "band" }
         )
     } else {
