@@ -462,7 +462,7 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
     let quiet = Quiet::start();
     let v = run_in(&lab, "emu-cpu", &args);
     let quiet = quiet.finish();
-    let (window, warnings) = w.close();
+    let (window, _) = w.close();
     let (_, late) = direction(&window, 0);
     let p99 = late["p99_ns"].as_u64().unwrap();
     for d in 0..2 {
@@ -481,7 +481,8 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
     assert!(rate <= 1200.0 / 1242.0 * 100.0 * 1.01, "{rate} Mbit/s");
     match quiet {
         None => {
-            // The loaded direction keeps its schedule to its tail, and is not warned about.
+            // The loaded direction keeps its schedule to its tail (so, under its 500 µs limit,
+            // it is not warned about).
             assert!(p99 < 100_000, "lateness p99 {p99} ns");
             // The stream floods the emulator far past its rate: no frame waits for the loop to
             // drain the flood, nor for the kernel to let a busy real-time thread run again
@@ -491,10 +492,6 @@ fn one_cpu_keeps_the_schedule_at_100_mbit() {
             assert!(
                 worst <= 10 * MAX_STALL_NS,
                 "a-to-b: a frame {worst} ns late"
-            );
-            assert!(
-                !warnings.iter().any(|w| w.contains("(a-to-b)")),
-                "{warnings:?}"
             );
             // The other carries a few dozen frames (the control connection): its p99 is its
             // worst frame, and no frame may wait longer than the host stalled. A report

@@ -443,16 +443,23 @@ pub fn run(
         pin(cpu)?;
     }
     let realtime = config.realtime.then(realtime);
+    let epoch = Instant::now();
     let mut rt = Realtime {
         window_start: 0.0,
-        ordinary_s: 0.0,
-        on: matches!(realtime, Some(Ok(()))),
+        // Real-time within its share of each second (see sched), when granted at all.
+        budget: matches!(realtime, Some(Ok(()))).then(|| {
+            Budget::new(
+                sched::PERIOD_NS,
+                sched::SHARE,
+                now_ns(epoch),
+                sched::thread_cpu_ns(),
+            )
+        }),
         refused: match realtime {
             Some(Err(e)) => Some(e.to_string()),
             _ => None,
         },
     };
-    let epoch = Instant::now();
     let mut paths = [
         Path::new(config.directions[0].clone(), config.seed),
         Path::new(config.directions[1].clone(), config.seed ^ 0x5bd1_e995),
@@ -462,15 +469,7 @@ pub fn run(
     // The first report goes out at once: the lab waits for it to know the ports are open.
     writer::write(report, &snapshot(config, &paths, epoch, &rt, true, None))?;
     let mut last_report = Instant::now();
-    // Real-time within its share of each second (see sched); checked every millisecond.
-    let mut budget = rt.on.then(|| {
-        Budget::new(
-            sched::PERIOD_NS,
-            sched::SHARE,
-            now_ns(epoch),
-            sched::thread_cpu_ns(),
-        )
-    });
+    // The budget is checked every millisecond.
     let mut budget_due = 0;
     let result = 'run: loop {
         if stop.load(Ordering::Relaxed) {
@@ -492,7 +491,7 @@ pub fn run(
             }
         }
         let now = now_ns(epoch);
-        if let Some(b) = budget.as_mut().filter(|_| now >= budget_due) {
+        if let Some(b) = rt.budget.as_mut().filter(|_| now >= budget_due) {
             budget_due = now + 1_000_000;
             let switched = match b.check(now, sched::thread_cpu_ns()) {
                 Some(Switch::Ordinary) => sched::ordinary(),
@@ -502,7 +501,6 @@ pub fn run(
             if let Err(e) = switched {
                 break 'run Err(e);
             }
-            rt.ordinary_s = b.ordinary_ns(now) as f64 / 1e9;
         }
         for d in 0..2 {
             paths[d].poll(now, &mut due);
@@ -562,8 +560,11 @@ fn snapshot(
             .collect(),
         running,
         error,
-        realtime: rt.on,
+        realtime: rt.budget.is_some(),
         realtime_refused: rt.refused.clone(),
-        ordinary_s: rt.ordinary_s,
+        ordinary_s: rt
+            .budget
+            .as_ref()
+            .map_or(0.0, |b| b.ordinary_ns(now_ns(epoch)) as f64 / 1e9),
     }
 }

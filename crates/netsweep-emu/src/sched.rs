@@ -82,13 +82,12 @@ impl Budget {
 /// Whether the emulator's thread runs under SCHED_FIFO.
 #[derive(Debug)]
 pub(crate) struct Realtime {
-    pub(crate) on: bool,
+    /// Its share of each second, when SCHED_FIFO was granted.
+    pub(crate) budget: Option<Budget>,
     pub(crate) refused: Option<String>,
     /// When the current lateness window started (not a real-time matter, but reported with
     /// it).
     pub(crate) window_start: f64,
-    /// Seconds the loop ran as an ordinary thread, its real-time share spent.
-    pub(crate) ordinary_s: f64,
 }
 
 /// Puts the calling thread under SCHED_FIFO, priority 50: a release waits for no ordinary
