@@ -116,7 +116,8 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
         format!("{} against {against}", capitalise(m.label))
     });
     let mut charts = Vec::new();
-    for (pi, panel) in panels_of(spec, design).iter().enumerate() {
+    let panels = panels_of(spec, design);
+    for (pi, panel) in panels.iter().enumerate() {
         // Series: the series factor's levels present in this panel, in level order.
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         for &ci in &panel.cells {
@@ -182,10 +183,10 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     }
     let reps = obs.repeat();
     // The fewest repetitions that measured anything in a cell drawn: a failed run's are fewer.
-    let fewest = panels_of(spec, design)
+    let fewest = panels
         .iter()
-        .flat_map(|p| p.cells.clone())
-        .map(|ci| {
+        .flat_map(|p| &p.cells)
+        .map(|&ci| {
             (1..=reps)
                 .filter(|&r| obs.results(ci, r).iter().any(|res| !res.points.is_empty()))
                 .count() as u32

@@ -82,6 +82,15 @@ fn observed(d: &Design) -> Vec<(usize, u32, RunResult)> {
     v
 }
 
+/// The observations of `data`, three repetitions per cell of `d`.
+fn observations<'a>(d: &Design, data: &'a [(usize, u32, RunResult)]) -> Observations<'a> {
+    let mut obs = Observations::new(d.cells.len(), 3);
+    for (c, r, res) in data {
+        obs.add(*c, *r, res);
+    }
+    obs
+}
+
 fn spec(x: &str, series: Option<&str>) -> FigureSpec {
     FigureSpec {
         id: "f".into(),
@@ -104,10 +113,7 @@ fn spec(x: &str, series: Option<&str>) -> FigureSpec {
 fn the_metric_against_a_numeric_factor_has_a_series_per_level_with_error_bars() {
     let d = design(4);
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let drawn = draw(&spec("band", Some("load")), &d, &obs).unwrap();
     assert_eq!(drawn.title, "Round trip, median against SO_PRIORITY band");
     assert_eq!(drawn.charts.len(), 1, "no other factor varies: one panel");
@@ -141,10 +147,7 @@ fn the_metric_against_a_numeric_factor_has_a_series_per_level_with_error_bars() 
 fn a_categorical_factor_is_drawn_as_grouped_bars_and_other_factors_as_panels() {
     let d = design(3);
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let drawn = draw(&spec("load", None), &d, &obs).unwrap();
     // band varies and is on no axis: one panel per band.
     assert_eq!(drawn.charts.len(), 3);
@@ -158,10 +161,7 @@ fn a_categorical_factor_is_drawn_as_grouped_bars_and_other_factors_as_panels() {
 fn more_than_six_series_become_small_multiples() {
     let d = design(8);
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let drawn = draw(&spec("load", Some("band")), &d, &obs).unwrap();
     let per_panel: Vec<usize> = drawn.charts.iter().map(|c| c.series.len()).collect();
     assert_eq!(per_panel, [6, 2]);
@@ -179,10 +179,7 @@ fn a_figure_of_one_run_draws_only_that_runs_cells() {
         }
     }
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let all = draw(&spec("band", Some("load")), &d, &obs).unwrap();
     assert_eq!(all.charts.len(), 2, "a panel per run without `run`");
     let one = FigureSpec {
@@ -209,10 +206,7 @@ fn a_figure_of_one_run_draws_only_that_runs_cells() {
 fn a_dashed_figure_is_drawn_beside_the_solid_one_in_the_same_colours() {
     let d = design(4);
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let mut s = spec("band", Some("load"));
     s.dashed = Some("rtt_p99".into());
     let drawn = draw(&s, &d, &obs).unwrap();
@@ -298,10 +292,7 @@ fn a_figure_against_another_figure_is_a_point_per_size_in_size_order() {
 fn only_draws_the_cells_at_the_levels_named() {
     let d = design(4);
     let data = observed(&d);
-    let mut obs = Observations::new(d.cells.len(), 3);
-    for (c, r, res) in &data {
-        obs.add(*c, *r, res);
-    }
+    let obs = observations(&d, &data);
     let mut s = spec("band", Some("load"));
     s.only = [("load".to_string(), vec!["loaded".to_string()])].into();
     s.only.insert("band".into(), vec!["1".into(), "3".into()]);
