@@ -5,3 +5,4 @@ use netsweep_testkit::exe as common;
 mod run;
 mod serve;
 mod serve_lab;
+mod window;

@@ -39,7 +39,8 @@ const CASES: &[Case] = &[
         args: &["-t", "1", "-P", "4", "--bidir"],
         streams: 8,
         client_sends: 4,
-        exact: true,
+        // A bidir test's figures stop at TEST_END, as iperf3's server's do (issue 41).
+        exact: false,
     },
     Case {
         args: &["-t", "1", "-P", "3"],
@@ -193,8 +194,10 @@ fn counted_by_netsweep(j: &Value, c: &Case, s: &[ClientStream], rec: &Value) {
         match (st.client_sends, st.received, c.exact) {
             // Every byte the client sent was read before the results went out.
             (true, Some(r), true) => assert_eq!(r, st.sent, "{:?}: {st:?}", c.args),
-            // Bounded by bytes or blocks, the server sends exactly those.
-            (false, Some(r), _) if c.args.contains(&"-n") || c.args.contains(&"-k") => {
+            // Bounded by bytes, the server sends exactly those. (With -k the client counts a
+            // block per read(2), short reads too, and may stop before the last bytes: it read
+            // whole blocks only while Nagle held TEST_START ~40 ms and the data queued up.)
+            (false, Some(r), _) if c.args.contains(&"-n") => {
                 assert_eq!(r, st.sent, "{:?}: {st:?}", c.args)
             }
             _ => {}

@@ -319,6 +319,11 @@ pub fn read_request(
 ) -> Result<Request, Failure> {
     ctl.set_write_timeout(Some(timeout))
         .map_err(|e| io_failure(e, "PARAM_EXCHANGE to go out"))?;
+    // Each state byte goes out at once: with Nagle, TEST_START waited for the client's delayed
+    // ACK of CREATE_STREAMS (~40 ms), so the server's test window began that long before the
+    // client's, and every rate the client printed from it was low (issue 41).
+    ctl.set_nodelay(true)
+        .map_err(|e| io_failure(e, "TCP_NODELAY on the control connection"))?;
     ctl.write_all(&[State::ParamExchange.to_byte()])
         .map_err(|e| io_failure(e, "PARAM_EXCHANGE to go out"))?;
     let text = read_frame(ctl, max_json, timeout, "the test parameters")?;

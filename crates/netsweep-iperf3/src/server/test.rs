@@ -273,6 +273,7 @@ pub fn run(
     let cpu0 = crate::control::thread_cpu();
     run.shared.go(Some(start));
     let (end, omit_snaps, t0, intervals) = running(ctl, cfg, &run, start)?;
+    let at_test_end = run.snaps();
     run.end_sending(up);
     send(ctl, &[State::ExchangeResults.to_byte()], "EXCHANGE_RESULTS")?;
     let text = read_frame(ctl, MAX_CLIENT_RESULTS, cfg.idle, "the client's results")?;
@@ -283,21 +284,25 @@ pub fn run(
     // client has read them (run 21 of issue 28: one 128 KiB block counted by the client and
     // not yet by the server).
     run.stop();
-    let ends: Vec<Snap> = run.snaps();
+    let bidir = up > 0 && total > up;
+    // A bidir test's figures stop at TEST_END (as iperf3's server's do): the client divides
+    // what it received by the server's window, so a window stretched over the upload's tail
+    // would understate the download. A one-way test counts its tail, over a window to the last
+    // byte read.
+    let ends: Vec<Snap> = if bidir { at_test_end } else { run.snaps() };
     let last: Vec<u64> = run
         .counters
         .iter()
+        .take(if bidir { 0 } else { up })
         .map(|c| c.last_byte_ns.load(Relaxed))
         .collect();
+    let seconds = window_end(start, end, &last)
+        .saturating_duration_since(t0)
+        .as_secs_f64();
     let figures: Vec<StreamFigures> = (0..total)
         .map(|i| {
             let (o, e, c) = (omit_snaps[i], ends[i], &run.counters[i]);
             let sender = i >= up;
-            let stream_end = if sender {
-                end
-            } else {
-                end.max(start + Duration::from_nanos(last[i]))
-            };
             StreamFigures {
                 id: stream_id(i),
                 sender,
@@ -308,7 +313,7 @@ pub fn run(
                 out_of_order: e.out_of_order.saturating_sub(o.out_of_order),
                 jitter_s: c.jitter(),
                 retransmits: (sender && !cfg.udp).then(|| e.retransmits - o.retransmits),
-                seconds: stream_end.saturating_duration_since(t0).as_secs_f64(),
+                seconds,
             }
         })
         .collect();
@@ -426,6 +431,17 @@ fn running(
     Ok((end, omit_snaps, t0, intervals.out))
 }
 
+/// The end of the one window every stream's figures cover (issue 41): TEST_END, or the last
+/// byte read after it on any stream whose tail counts (`last_ns`: nanoseconds from `start`).
+/// iperf3's client divides each summary (both directions of a bidir test) by the first
+/// stream's time, so a window per stream made `-P 128` sums exceed the link.
+fn window_end(start: Instant, test_end: Instant, last_ns: &[u64]) -> Instant {
+    last_ns
+        .iter()
+        .map(|&ns| start + Duration::from_nanos(ns))
+        .fold(test_end, Instant::max)
+}
+
 /// Whether `s` has a byte (or its end) to read within `wait` (rounded up to a millisecond,
 /// at most a second).
 fn readable(s: &TcpStream, wait: Duration) -> bool {
@@ -530,4 +546,22 @@ fn cpu_util(run: &Running, cpu0: (Duration, Duration), start: Instant) -> [f64; 
     }
     let pct = |x: f64| 100.0 * x / wall;
     [pct(user + sys), pct(user), pct(sys)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stream_shares_one_window_to_the_last_tail_byte() {
+        let start = Instant::now();
+        let test_end = start + Duration::from_secs(2);
+        // Tails of 0, 150 and 300 ms after TEST_END on three streams: one window, to 2.3 s.
+        let last = [1_900_000_000, 2_150_000_000, 2_300_000_000];
+        let w = window_end(start, test_end, &last);
+        assert_eq!(w.duration_since(start), Duration::from_millis(2300));
+        // Nothing read after TEST_END (or a bidir test, which passes no tails): TEST_END.
+        assert_eq!(window_end(start, test_end, &[5, 10]), test_end);
+        assert_eq!(window_end(start, test_end, &[]), test_end);
+    }
 }
