@@ -2,6 +2,7 @@
 
 use netsweep_testkit::exe as common;
 
+mod refusal_reasons;
 mod run;
 mod serve;
 mod serve_lab;

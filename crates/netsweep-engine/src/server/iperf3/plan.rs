@@ -42,6 +42,28 @@ pub struct Refused {
     pub reason: String,
 }
 
+impl Refused {
+    /// The errno sent beside `code`. iperf3's client prints its own text for a code and, for
+    /// those whose text ends in ": ", strerror of this errno: 0 left "unable to set IP TOS: "
+    /// with nothing after the colon (issue 41). The protocol carries no free text, so the
+    /// reason naming the fix is in the server's log; the client gets the true errno.
+    pub fn errno(&self) -> i32 {
+        client_errno(self.code)
+    }
+}
+
+/// The errno a refusal with iperf3 code `code` carries: EPERM ("Operation not permitted")
+/// where the operator's policy forbids it, ENOMEM where the server will not hold it, EPROTO
+/// for unreadable parameters, 0 for codes whose client text takes none.
+pub fn client_errno(code: i32) -> i32 {
+    match code {
+        codes::IESETTOS | codes::IEAFFINITY => libc::EPERM,
+        codes::IENEWTEST => libc::ENOMEM,
+        codes::IERECVPARAMS => libc::EPROTO,
+        _ => 0,
+    }
+}
+
 fn refused(code: i32, reason: String) -> Refused {
     Refused { code, reason }
 }
@@ -124,7 +146,8 @@ pub fn plan(r: &Request, limits: &ServerLimits, policy: &Policy) -> Result<Iperf
         return Err(refused(
             codes::IEDURATION,
             format!(
-                "-t {} is longer than this server's limit of {max_time} s (--max-duration)",
+                "-t {} is longer than this server's limit of {max_time} s (--max-duration; \
+                 the client prints its own maximum, iperf3's 86400 s)",
                 r.time
             ),
         ));
@@ -273,7 +296,9 @@ fn socket_options(r: &Request, policy: &Policy, udp: bool) -> Result<SocketOptio
     if r.server_affinity.is_some() {
         return Err(refused(
             codes::IEAFFINITY,
-            "-A with a server CPU: this server does not pin iperf3 tests".into(),
+            "-A with a server CPU: this server does not pin iperf3 tests (run the client \
+             with -A N, its own CPU only)"
+                .into(),
         ));
     }
     if r.flowlabel.is_some_and(|f| f != 0) {
@@ -369,6 +394,23 @@ mod tests {
                 .tos,
             Some(16)
         );
+    }
+
+    #[test]
+    fn policy_refusals_carry_eperm_and_name_the_fix() {
+        let (l, d) = (ServerLimits::default(), Policy::default());
+        let e = plan(&req(r#"{"TOS":16}"#), &l, &d).unwrap_err();
+        assert_eq!(
+            e.errno(),
+            libc::EPERM,
+            "the client's text is not left empty"
+        );
+        assert!(e.reason.contains("serve --allow tos"), "{}", e.reason);
+        let e = plan(&req(r#"{"server_affinity":0}"#), &l, &d).unwrap_err();
+        assert_eq!(e.errno(), libc::EPERM);
+        let e = plan(&req(r#"{"time":4000}"#), &l, &d).unwrap_err();
+        assert_eq!((e.code, e.errno()), (codes::IEDURATION, 0));
+        assert!(e.reason.contains("limit of 3600 s"), "{}", e.reason);
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub(super) fn connection(
                     &mut s,
                     Refusal::Error {
                         code: codes::IERECVPARAMS,
-                        errno: 0,
+                        errno: super::plan::client_errno(codes::IERECVPARAMS),
                     },
                 );
             }
@@ -101,7 +101,7 @@ pub(super) fn connection(
                 &mut s,
                 Refusal::Error {
                     code: r.code,
-                    errno: 0,
+                    errno: r.errno(),
                 },
             );
             return say(
