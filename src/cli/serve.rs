@@ -8,9 +8,10 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub bind: String,
+    /// Address to listen on (default: `::`, IPv4 and IPv6 clients both, as `iperf3 -s`;
+    /// 0.0.0.0 where the host has no IPv6, which the startup line then says).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<String>,
 
     /// Control port.
     #[arg(long, default_value_t = DEFAULT_PORT)]

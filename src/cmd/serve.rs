@@ -6,12 +6,12 @@ use crate::error::{Error, Result};
 use crate::signal;
 use netsweep_engine::server::budget::bytes;
 use netsweep_engine::server::{
-    default_max_sessions, iperf3, serve_with, HostLimits, LogFormat, Policy, ServeOptions,
+    default_max_sessions, iperf3, listen, serve_with, HostLimits, LogFormat, Policy, ServeOptions,
     ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
 };
 use netsweep_model::time;
 use netsweep_transport::Registry;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -19,14 +19,19 @@ use std::time::SystemTime;
 /// Serves sessions until SIGTERM or Ctrl-C.
 pub fn main(a: ServeArgs) -> Result {
     let auth_key = a.auth_key;
-    let ip: IpAddr = a.bind.trim_matches(['[', ']']).parse().map_err(|_| {
-        Error::usage(format!(
-            "bad --bind '{}': give an IP address such as 0.0.0.0 or ::",
-            a.bind
-        ))
-    })?;
+    let (ip, no_ipv6) = match &a.bind {
+        Some(b) => {
+            let ip: IpAddr = b.trim_matches(['[', ']']).parse().map_err(|_| {
+                Error::usage(format!(
+                    "bad --bind '{b}': give an IP address such as 0.0.0.0 or ::"
+                ))
+            })?;
+            (ip, None)
+        }
+        None => listen::default_ip(),
+    };
     let addr = SocketAddr::new(ip, a.port);
-    let listener = TcpListener::bind(addr).map_err(|e| {
+    let listener = listen::tcp(addr).map_err(|e| {
         Error::failed(format!(
             "cannot listen on {addr}: {e} (is another server using the port? try --port)"
         ))
@@ -88,6 +93,7 @@ pub fn main(a: ServeArgs) -> Result {
                 "max_threads": budget.threads,
                 "max_fds": budget.fds,
                 "iperf3_addr": iperf3_at,
+                "ipv4_only_because": no_ipv6,
             });
             eprintln!("{line}");
         } else {
@@ -99,9 +105,12 @@ pub fn main(a: ServeArgs) -> Result {
             let also = iperf3_at
                 .as_ref()
                 .map_or(String::new(), |a| format!(" and for iperf3 clients on {a}"));
+            let v4_only = no_ipv6.as_ref().map_or(String::new(), |why| {
+                format!(" (IPv4 only: this host has no IPv6 to listen on [::]: {why})")
+            });
             eprintln!(
-                "netsweep serve: listening on {bound}{also} ({limit}; sessions may hold {} in \
-                 all, {} each, {} threads, {} file descriptors; Ctrl-C stops)",
+                "netsweep serve: listening on {bound}{also}{v4_only} ({limit}; sessions may \
+                 hold {} in all, {} each, {} threads, {} file descriptors; Ctrl-C stops)",
                 bytes(budget.memory),
                 bytes(session_memory),
                 budget.threads,

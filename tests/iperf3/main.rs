@@ -2,6 +2,7 @@
 
 use netsweep_testkit::exe as common;
 
+mod dual_stack;
 mod refusal_reasons;
 mod run;
 mod serve;

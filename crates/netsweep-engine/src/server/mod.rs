@@ -10,6 +10,7 @@ mod admission;
 pub mod budget;
 mod handshakes;
 pub mod iperf3;
+pub mod listen;
 mod log;
 pub mod plan;
 mod session;

@@ -89,12 +89,15 @@ pub(super) fn handshake(
     let local_ip: IpAddr = stream
         .local_addr()
         .map_err(|e| NetError::io("control socket", e))?
-        .ip();
+        .ip()
+        // An IPv4 client of a dual-stack (`[::]`) server: its data sockets are IPv4's.
+        .to_canonical();
     // crr serves data connections from this address only.
     let client_ip: IpAddr = stream
         .peer_addr()
         .map_err(|e| NetError::io("control socket", e))?
-        .ip();
+        .ip()
+        .to_canonical();
     let mut ctl = ServerControl::accept(stream, timeout)?;
     let ClientMsg::Hello {
         setup,

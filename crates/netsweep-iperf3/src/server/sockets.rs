@@ -38,6 +38,17 @@ pub(crate) fn set_int(fd: i32, level: i32, name: i32, v: i32) -> io::Result<()> 
     }
 }
 
+/// Whether a socket at `local` carries IPv6 packets: an IPv6 address that is not v4-mapped.
+/// A dual-stack server's (`[::]`) sockets for IPv4 clients are AF_INET6 with v4-mapped
+/// addresses, and their packets are IPv4: the TOS and don't-fragment they need are IPv4's
+/// (IPV6_TCLASS left IPv4 clients' packets unmarked, issue 41).
+pub(crate) fn carries_v6(local: SocketAddr) -> bool {
+    match local {
+        SocketAddr::V4(_) => false,
+        SocketAddr::V6(a) => a.ip().to_ipv4_mapped().is_none(),
+    }
+}
+
 /// Sets the options every data socket gets; `tcp` adds the TCP-only ones.
 fn apply(s: SockRef<'_>, o: &SocketOptions, tcp: bool, v6: bool) -> Result<(), OptionError> {
     let err = |code, what| move |source| OptionError { code, what, source };
@@ -104,7 +115,7 @@ fn apply(s: SockRef<'_>, o: &SocketOptions, tcp: bool, v6: bool) -> Result<(), O
 
 /// Prepares an accepted TCP data connection: the client's options and the ticking timeouts.
 pub(crate) fn tcp_stream(s: &TcpStream, o: &SocketOptions) -> Result<(), OptionError> {
-    let v6 = s.local_addr().is_ok_and(|a| a.is_ipv6());
+    let v6 = s.local_addr().is_ok_and(carries_v6);
     apply(SockRef::from(s), o, true, v6)?;
     s.set_read_timeout(Some(TICK))
         .and_then(|()| s.set_write_timeout(Some(TICK)))
@@ -132,7 +143,7 @@ pub(crate) fn udp_stream(
     s.set_reuse_address(true).map_err(init)?;
     s.bind(&local.into()).map_err(init)?;
     s.connect(&peer.into()).map_err(init)?;
-    apply(SockRef::from(&s), o, false, local.is_ipv6())?;
+    apply(SockRef::from(&s), o, false, carries_v6(local))?;
     if o.window.is_none() {
         // Room for a burst at high rates; the kernel clamps it to net.core.*mem_max.
         let _ = s.set_recv_buffer_size(4 << 20);
@@ -219,5 +230,116 @@ mod tests {
         client.send(b"data").unwrap();
         let n = s.recv(&mut b).unwrap();
         assert_eq!(&b[..n], b"data");
+    }
+
+    fn get_int(fd: i32, level: i32, name: i32) -> i32 {
+        let mut v = 0i32;
+        let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+        // SAFETY: getsockopt into a live c_int and its size.
+        let r = unsafe { libc::getsockopt(fd, level, name, (&mut v as *mut i32).cast(), &mut len) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        v
+    }
+
+    fn marked() -> SocketOptions {
+        SocketOptions {
+            tos: Some(0x28),
+            dont_fragment: true,
+            ..SocketOptions::default()
+        }
+    }
+
+    /// A dual-stack listener (`[::]`), or None where this host has no IPv6.
+    fn dual_stack(ty: Type) -> Option<Socket> {
+        let s = Socket::new(Domain::IPV6, ty, None).ok()?;
+        s.set_only_v6(false).ok()?;
+        s.set_reuse_address(true).ok()?;
+        s.bind(&"[::]:0".parse::<SocketAddr>().unwrap().into())
+            .ok()?;
+        Some(s)
+    }
+
+    #[test]
+    fn v4_mapped_tcp_streams_get_the_ipv4_tos_and_dont_fragment() {
+        assert!(!carries_v6("[::ffff:127.0.0.1]:5201".parse().unwrap()));
+        assert!(carries_v6("[::1]:5201".parse().unwrap()));
+        assert!(!carries_v6("127.0.0.1:5201".parse().unwrap()));
+        let Some(l) = dual_stack(Type::STREAM) else {
+            eprintln!("no IPv6 on this host: the dual-stack half is not run");
+            return;
+        };
+        l.listen(4).unwrap();
+        let port = l.local_addr().unwrap().as_socket().unwrap().port();
+        let _c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (a, _) = l.accept().unwrap();
+        let a: TcpStream = a.into();
+        assert!(a.local_addr().unwrap().is_ipv6(), "a v4-mapped socket");
+        tcp_stream(&a, &marked()).unwrap();
+        let fd = a.as_raw_fd();
+        assert_eq!(get_int(fd, libc::IPPROTO_IP, libc::IP_TOS), 0x28);
+        assert_eq!(
+            get_int(fd, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
+            libc::IP_PMTUDISC_DO
+        );
+    }
+
+    #[test]
+    fn a_v4_mapped_udp_stream_marks_what_an_ipv4_client_receives() {
+        let Some(l) = dual_stack(Type::DGRAM) else {
+            eprintln!("no IPv6 on this host: not run");
+            return;
+        };
+        let port = l.local_addr().unwrap().as_socket().unwrap().port();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let on = 1i32;
+        // SAFETY: setsockopt with a live c_int.
+        let r = unsafe {
+            libc::setsockopt(
+                client.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVTOS,
+                (&on as *const i32).cast(),
+                4,
+            )
+        };
+        assert_eq!(r, 0);
+        let peer: SocketAddr =
+            format!("[::ffff:127.0.0.1]:{}", client.local_addr().unwrap().port())
+                .parse()
+                .unwrap();
+        let local: SocketAddr = format!("[::ffff:127.0.0.1]:{port}").parse().unwrap();
+        let _s = udp_stream(local, peer, &marked()).unwrap();
+        // The connect reply went out marked: read its TOS from IP_RECVTOS's control message.
+        client
+            .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let mut cmsg = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: a zeroed msghdr pointing at live buffers.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_iov = &mut iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cmsg.as_mut_ptr().cast();
+        m.msg_controllen = std::mem::size_of_val(&cmsg);
+        // SAFETY: recvmsg into the buffers above.
+        let n = unsafe { libc::recvmsg(client.as_raw_fd(), &mut m, 0) };
+        assert!(n > 0, "{}", io::Error::last_os_error());
+        // SAFETY: walking the control messages recvmsg wrote.
+        let tos = unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&m);
+            let mut tos = None;
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
+                    tos = Some(*libc::CMSG_DATA(c));
+                }
+                c = libc::CMSG_NXTHDR(&m, c);
+            }
+            tos
+        };
+        assert_eq!(tos, Some(0x28), "the IPv4 client's datagram is marked");
     }
 }

@@ -39,9 +39,13 @@ impl Listeners {
     pub fn bind(addr: SocketAddr) -> io::Result<Listeners> {
         let mut last = None;
         for _ in 0..if addr.port() == 0 { 10 } else { 1 } {
-            let tcp = TcpListener::bind(addr)?;
+            let tcp = super::listen::tcp(addr)?;
             let at = tcp.local_addr()?;
             let udp = Socket::new(Domain::for_address(at), Type::DGRAM, None)?;
+            if at.is_ipv6() && at.ip().is_unspecified() {
+                // Dual stack, as the TCP listener: IPv4 clients' connect datagrams too.
+                udp.set_only_v6(false)?;
+            }
             // The tests' UDP streams bind the same port, each connected to its client.
             udp.set_reuse_address(true)?;
             match udp.bind(&at.into()) {
