@@ -5,7 +5,10 @@
 //! Bounded: each parameter validated (`query`), at most `--max-probes` probes
 //! at once (others are told so, 503), one probe per target at a time (a second request waits
 //! for the first's result), each result served again for `--cache` (a scrape every second
-//! measures once per period), a fixed pool of request threads.
+//! measures once per period), a fixed pool of request threads. Each probe is fitted to its
+//! scrape's timeout (`budget`); one that cannot fit, finds the exporter busy, overruns, misses
+//! its minimum trials or the precision it asked for answers `netsweep_probe_success 0` with
+//! the reason in `netsweep_probe_failure_info`, never an HTTP error.
 
 use crate::cli::exporter::ExporterArgs;
 use crate::error::{Error, Result};
@@ -19,6 +22,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tiny_http::{Header, Method, Request, Response, Server};
 
+mod budget;
 mod query;
 
 /// Most cached results kept (the oldest goes first).
@@ -123,14 +127,19 @@ fn handle(req: Request, ex: &Exporter) {
         return;
     }
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let scrape_timeout = req
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("X-Prometheus-Scrape-Timeout-Seconds"))
+        .map(|h| h.value.as_str().to_string());
     let (status, body, metrics) = match path {
-        "/probe" => probe(query, ex),
+        "/probe" => probe(query, ex, scrape_timeout.as_deref()),
         "/metrics" => (200, self_metrics(ex), true),
         "/" => (
             200,
             "netsweep exporter: /probe?target=HOST[:PORT] (or iperf3://HOST[:PORT]) \
              [&transport=tcp|udp&pattern=bidir|stream|pingpong&size=SIZE&duration=TIME\
-             &reverse=true], /metrics\n"
+             &reverse=true&min_trials=N&precision=5%], /metrics\n"
                 .into(),
             false,
         ),
@@ -145,19 +154,45 @@ fn handle(req: Request, ex: &Exporter) {
     let _ = req.respond(r);
 }
 
+/// Why a probe answered `netsweep_probe_success 0`: a bounded `reason` and its detail.
+type Failed = (&'static str, String);
+
 /// Serves one `/probe`: from the cache, after another request's run of the same probe, or by
-/// running it (within the limit of probes at once).
-fn probe(query: &str, ex: &Exporter) -> (u16, String, bool) {
-    let p = match Probe::parse(query, &ex.limits) {
+/// running it (within the limit of probes at once), fitted to the scrape's timeout.
+fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, String, bool) {
+    let t0 = Instant::now();
+    let mut p = match Probe::parse(query, &ex.limits) {
         Ok(p) => p,
         Err(e) => {
             ex.counts[Outcome::Invalid as usize].fetch_add(1, Ordering::Relaxed);
             return (400, format!("netsweep exporter: {e}\n"), false);
         }
     };
+    let timeout = budget::scrape_timeout(scrape_timeout);
+    let fit = match budget::fit(&p, timeout) {
+        Ok(f) => f,
+        Err(why) => {
+            ex.counts[Outcome::Failure as usize].fetch_add(1, Ordering::Relaxed);
+            let fit = budget::Fit {
+                timeout,
+                deadline: Duration::ZERO,
+                point: Duration::ZERO,
+                peer_timeout: Duration::ZERO,
+            };
+            let failed = ("timeout_too_short", why);
+            return (200, finish("", Some(&failed), 0.0, &fit), true);
+        }
+    };
+    p.duration = fit.point;
+    p.peer_timeout = fit.peer_timeout;
     let key = p.key();
+    let busy = |why: String| {
+        ex.counts[Outcome::Busy as usize].fetch_add(1, Ordering::Relaxed);
+        let secs = t0.elapsed().as_secs_f64();
+        (200, finish("", Some(&("busy", why)), secs, &fit), true)
+    };
     // One run per probe at a time: a second request waits for the first one's result.
-    let give_up = Instant::now() + deadline(&p);
+    let give_up = t0 + fit.deadline;
     {
         let mut running = ex.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -170,11 +205,7 @@ fn probe(query: &str, ex: &Exporter) -> (u16, String, bool) {
             }
             let left = give_up.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return (
-                    503,
-                    "a probe of this target is still running\n".into(),
-                    false,
-                );
+                return busy("a probe of this target was still running at the deadline".into());
             }
             running = ex
                 .done
@@ -185,38 +216,39 @@ fn probe(query: &str, ex: &Exporter) -> (u16, String, bool) {
         let taken = ex.running.fetch_add(1, Ordering::SeqCst);
         if taken >= ex.max_probes {
             ex.running.fetch_sub(1, Ordering::SeqCst);
-            ex.counts[Outcome::Busy as usize].fetch_add(1, Ordering::Relaxed);
-            return (
-                503,
-                format!(
-                    "netsweep exporter: {} probes are running, its --max-probes; try later\n",
-                    ex.max_probes
-                ),
-                false,
-            );
+            return busy(format!(
+                "{} probes are running, the exporter's --max-probes",
+                ex.max_probes
+            ));
         }
         running.insert(key.clone());
     }
-    let t0 = Instant::now();
-    let result = run(&p);
-    let secs = t0.elapsed().as_secs_f64();
+    let run_t0 = Instant::now();
+    // A run that completed but missed what the probe asked keeps its series in the answer.
+    let result = run(&p, give_up.saturating_duration_since(run_t0))
+        .map(|text| {
+            let verdict = check(&text, &p).err();
+            (text, verdict)
+        })
+        .unwrap_or_else(|failed| (String::new(), Some(failed)));
+    let secs = run_t0.elapsed().as_secs_f64();
     ex.probe_ns
-        .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    let (ok, exposition) = match result {
-        Ok(text) => (true, text),
-        Err(e) => {
-            let shown = netsweep_proto::text::printable(&e);
-            eprintln!("netsweep exporter: probe of {} failed: {shown}", p.target());
-            (false, String::new())
-        }
-    };
-    let outcome = if ok {
+        .fetch_add(run_t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    let (exposition, failed) = result;
+    if let Some((reason, why)) = &failed {
+        let shown = netsweep_proto::text::printable(why);
+        eprintln!(
+            "netsweep exporter: probe of {} failed ({reason}): {shown}",
+            p.target()
+        );
+    }
+    let outcome = if failed.is_none() {
         Outcome::Success
     } else {
         Outcome::Failure
     };
     ex.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
-    let body = finish(&exposition, ok, secs);
+    let body = finish(&exposition, failed.as_ref(), secs, &fit);
     {
         let mut c = ex.cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < ex.cache_for);
@@ -240,6 +272,44 @@ fn probe(query: &str, ex: &Exporter) -> (u16, String, bool) {
     (200, body, true)
 }
 
+/// Whether a run's exposition meets what the probe asked: every point `min_trials` timed
+/// trials, and the precision it asked for (when it asked).
+fn check(exposition: &str, p: &Probe) -> Result<(), Failed> {
+    let values = |name: &str| -> Vec<f64> {
+        exposition
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect()
+    };
+    if let Some(n) = values("netsweep_trials")
+        .into_iter()
+        .find(|n| *n < f64::from(p.min_trials))
+    {
+        return Err((
+            "min_trials",
+            format!(
+                "the point took {n} timed trials within {} ms, fewer than min_trials={}",
+                p.duration.as_millis(),
+                p.min_trials
+            ),
+        ));
+    }
+    if let Some(x) = p.precision {
+        if values("netsweep_precision_met").contains(&0.0) {
+            return Err((
+                "precision",
+                format!(
+                    "the throughput's 95% interval did not reach ±{:.1}% within {} ms",
+                    x * 100.0,
+                    p.duration.as_millis()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn cached(ex: &Exporter, key: &str) -> Option<String> {
     let c = ex.cache.lock().unwrap_or_else(|e| e.into_inner());
     c.get(key)
@@ -247,22 +317,17 @@ fn cached(ex: &Exporter, key: &str) -> Option<String> {
         .map(|(_, b)| b.clone())
 }
 
-/// How long a probe may run: its point's time, the session's setup and an iperf3 server's
-/// whole tests (at least a second each, two at least).
-fn deadline(p: &Probe) -> Duration {
-    p.duration * 3 + Duration::from_secs(if p.iperf3 { 12 } else { 8 })
-}
-
-/// Runs the probe's `netsweep run` (this binary) to its end or its deadline: its exposition.
-fn run(p: &Probe) -> Result<String, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+/// Runs the probe's `netsweep run` (this binary) to its end or for `limit`: its exposition.
+fn run(p: &Probe, limit: Duration) -> Result<String, Failed> {
+    let exe =
+        std::env::current_exe().map_err(|e| ("run_failed", format!("this program's path: {e}")))?;
     let mut child = Command::new(exe)
         .args(p.run_args())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start netsweep run: {e}"))?;
+        .map_err(|e| ("run_failed", format!("cannot start netsweep run: {e}")))?;
     let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -289,7 +354,7 @@ fn run(p: &Probe) -> Result<String, String> {
         }
         String::from_utf8_lossy(&kept).into_owned()
     });
-    let until = Instant::now() + deadline(p);
+    let until = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
@@ -304,34 +369,82 @@ fn run(p: &Probe) -> Result<String, String> {
     let text = reader.join().unwrap_or_default();
     let why = errs.join().unwrap_or_default();
     match status {
-        None => Err(format!(
-            "no result within {:.0} s",
-            deadline(p).as_secs_f64()
+        None => Err((
+            "deadline",
+            format!(
+                "no result within {:.3} s (the scrape's timeout less the answer's margin)",
+                limit.as_secs_f64()
+            ),
         )),
         Some(s) if s.success() && text.trim_end().ends_with("# EOF") => Ok(text),
-        Some(_) => Err(why
-            .lines()
-            .last()
-            .unwrap_or("netsweep run failed")
-            .to_string()),
+        Some(_) => {
+            let last = why
+                .lines()
+                .last()
+                .unwrap_or("netsweep run failed")
+                .to_string();
+            let reason = if last.contains("cannot resolve") {
+                "unresolvable"
+            } else {
+                "run_failed"
+            };
+            Err((reason, last))
+        }
     }
 }
 
-/// The probe's answer: the run's exposition (without its `# EOF`) and the probe's own series.
-fn finish(exposition: &str, ok: bool, secs: f64) -> String {
+/// The probe's answer: the run's exposition (without its `# EOF`) and the probe's own series:
+/// success, its wall time, the timeout and point time it was fitted to and, when it failed,
+/// why (`reason` one of timeout_too_short, busy, deadline, unresolvable, run_failed,
+/// min_trials, precision; `message` the detail, as blackbox's debug output gives it).
+fn finish(exposition: &str, failed: Option<&Failed>, secs: f64, fit: &budget::Fit) -> String {
     let mut s = exposition
         .trim_end()
         .strip_suffix("# EOF")
         .unwrap_or(exposition)
         .to_string();
-    s.push_str(&format!(
-        "# TYPE netsweep_probe_success gauge\n# HELP netsweep_probe_success Whether the probe's \
-         test completed (1) or not (0).\nnetsweep_probe_success {}\n# TYPE \
-         netsweep_probe_duration_seconds gauge\n# HELP netsweep_probe_duration_seconds Wall \
-         time of the probe's test, session setup included.\nnetsweep_probe_duration_seconds \
-         {secs}\n# EOF\n",
-        u8::from(ok)
-    ));
+    let gauge = |s: &mut String, name: &str, help: &str, v: String| {
+        s.push_str(&format!(
+            "# TYPE {name} gauge\n# HELP {name} {help}\n{name} {v}\n"
+        ));
+    };
+    gauge(
+        &mut s,
+        "netsweep_probe_success",
+        "Whether the probe's test completed as asked (1) or not (0).",
+        u8::from(failed.is_none()).to_string(),
+    );
+    gauge(
+        &mut s,
+        "netsweep_probe_duration_seconds",
+        "Wall time of the probe's test, session setup included.",
+        secs.to_string(),
+    );
+    gauge(
+        &mut s,
+        "netsweep_probe_timeout_seconds",
+        "The scrape timeout the probe was fitted to (X-Prometheus-Scrape-Timeout-Seconds, else 10).",
+        fit.timeout.as_secs_f64().to_string(),
+    );
+    gauge(
+        &mut s,
+        "netsweep_probe_point_seconds",
+        "The point time the probe's run was given: its duration, cut to fit the timeout.",
+        fit.point.as_secs_f64().to_string(),
+    );
+    if let Some((reason, why)) = failed {
+        let message: String = netsweep_proto::text::printable(why)
+            .chars()
+            .take(240)
+            .collect::<String>()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"");
+        s.push_str(&format!(
+            "# TYPE netsweep_probe_failure info\n# HELP netsweep_probe_failure Why the probe \
+             answered success 0.\nnetsweep_probe_failure_info{{reason=\"{reason}\",message=\"{message}\"}} 1\n"
+        ));
+    }
+    s.push_str("# EOF\n");
     s
 }
 

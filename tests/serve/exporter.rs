@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `netsweep exporter` on a free loopback port: the process and its address.
-fn exporter(extra: &[&str]) -> (Killed, String) {
+pub(crate) fn exporter(extra: &[&str]) -> (Killed, String) {
     let mut child = Command::new(bin())
         .args(["exporter", "--listen", "127.0.0.1:0"])
         .args(extra)
@@ -39,10 +39,15 @@ fn exporter(extra: &[&str]) -> (Killed, String) {
 }
 
 /// GET `path` from `addr`: (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
+pub(crate) fn get(addr: &str, path: &str) -> (u16, String) {
+    get_with(addr, path, "")
+}
+
+/// GET `path` from `addr` with `headers` (each line ending in CRLF): (status, body).
+pub(crate) fn get_with(addr: &str, path: &str, headers: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{headers}\r\n").unwrap();
     let mut r = String::new();
     s.read_to_string(&mut r).unwrap();
     let status = r
@@ -214,9 +219,13 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
     let (_e, exporter_at) = exporter(&["--max-probes", "4", "--cache", "10s"]);
     let prom_port = free_port();
     let prom = format!("127.0.0.1:{prom_port}");
+    // Each probe is fitted to its job's scrape timeout (issue 41): 2 s for netsweep's, 5 s for
+    // iperf3's (two tests of a second at least).
     let job = |name: &str, params: &str, target: &str| {
+        let t = if name == "iperf3" { "5s" } else { "2s" };
         format!(
-            "  - job_name: {name}\n    metrics_path: /probe\n    params:\n{params}    \
+            "  - job_name: {name}\n    scrape_interval: {t}\n    scrape_timeout: {t}\n    \
+             metrics_path: /probe\n    params:\n{params}    \
              static_configs:\n      - targets: ['{target}']\n    relabel_configs:\n      \
              - source_labels: [__address__]\n        target_label: __param_target\n      \
              - source_labels: [__param_target]\n        target_label: instance\n      \

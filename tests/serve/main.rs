@@ -9,4 +9,5 @@ mod hostile;
 mod limits;
 mod many;
 mod old_server;
+mod probe_deadline;
 mod sessions;

@@ -5,6 +5,7 @@
 //! pattern, peer) so several runs can share one collector directory.
 
 use netsweep_model::results::{Distribution, PointResult, RunResult, RunStatus};
+use netsweep_model::spec::Pattern;
 use std::fmt::Write;
 
 /// The whole run as an OpenMetrics exposition, ending in `# EOF`.
@@ -81,6 +82,26 @@ pub fn render(run: &RunResult) -> String {
             "netsweep_throughput_bits_per_second",
             &at(p),
             p.throughput_mbps.mean * 1e6,
+        );
+    }
+    m.family(
+        "netsweep_trials",
+        "gauge",
+        "Timed trials the point ran (the exporter's probe fails below its min_trials).",
+    );
+    for p in &run.points {
+        m.sample("netsweep_trials", &at(p), f64::from(p.trials));
+    }
+    m.family(
+        "netsweep_precision_met",
+        "gauge",
+        "1 when the throughput's 95% interval is within the run's precision target, else 0.",
+    );
+    for p in &run.points {
+        m.sample(
+            "netsweep_precision_met",
+            &at(p),
+            f64::from(u8::from(p.precision_met)),
         );
     }
     let ci: Vec<_> = run
@@ -271,10 +292,18 @@ pub fn render(run: &RunResult) -> String {
     m.out
 }
 
-/// The labels naming the path a series belongs to.
+/// The labels naming the path a series belongs to. `direction` tells a `--reverse` stream
+/// (`reverse`: the server sends) from a forward one, which otherwise carry the same labels
+/// (issue 41); bidir is `both`, the round-trip patterns `round_trip`.
 fn path_labels(run: &RunResult) -> String {
+    let direction = match run.spec.pattern {
+        Pattern::Stream if run.spec.reverse => "reverse",
+        Pattern::Stream => "forward",
+        Pattern::Bidir => "both",
+        _ => "round_trip",
+    };
     format!(
-        "transport=\"{}\",api=\"{}\",pattern=\"{}\",peer=\"{}\"",
+        "transport=\"{}\",api=\"{}\",pattern=\"{}\",peer=\"{}\",direction=\"{direction}\"",
         run.spec.transport,
         run.spec.api,
         run.spec.pattern,
@@ -353,7 +382,7 @@ mod tests {
         assert_eq!(series, run.points.len());
         let p = &run.points[0];
         let line = format!(
-            "netsweep_throughput_bits_per_second{{transport=\"tcp\",api=\"basic\",pattern=\"pingpong\",peer=\"{}\",size=\"{}\"}} {}",
+            "netsweep_throughput_bits_per_second{{transport=\"tcp\",api=\"basic\",pattern=\"pingpong\",peer=\"{}\",direction=\"round_trip\",size=\"{}\"}} {}",
             run.peer,
             p.size,
             p.throughput_mbps.mean * 1e6
@@ -364,6 +393,23 @@ mod tests {
             "size=\"{}\",quantile=\"0.5\"}} {median}\n",
             p.size
         )));
+    }
+
+    #[test]
+    fn a_reverse_stream_is_labelled_apart_and_each_point_says_its_trials() {
+        let mut run = sample_run();
+        let text = render(&run);
+        let p = &run.points[0];
+        assert!(text.contains(&format!(
+            "netsweep_trials{{transport=\"tcp\",api=\"basic\",pattern=\"pingpong\",peer=\"{}\",direction=\"round_trip\",size=\"{}\"}} {}\n",
+            run.peer, p.size, p.trials
+        )), "{text}");
+        assert!(text.contains("netsweep_precision_met{"), "{text}");
+        run.spec.pattern = Pattern::Stream;
+        run.spec.reverse = true;
+        assert!(render(&run).contains("direction=\"reverse\""));
+        run.spec.reverse = false;
+        assert!(render(&run).contains("direction=\"forward\""));
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub struct ProbeLimits {
 }
 
 /// One probe, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
     /// The server's host name or address (IPv6 in brackets).
     pub host: String,
@@ -34,6 +34,14 @@ pub struct Probe {
     pub duration: Duration,
     /// The server sends (`stream` only).
     pub reverse: bool,
+    /// Fewest timed trials the point must take (`min_trials`, 2..=30, default 2: the fewest an
+    /// interval is built from): fewer, and the probe fails.
+    pub min_trials: u32,
+    /// The throughput's 95% interval half-width the probe asks for (`precision`, `5%` or
+    /// `0.05`); a point that misses it fails the probe. None: the run's default, not checked.
+    pub precision: Option<f64>,
+    /// Peer timeout of the run (`--timeout`): the exporter sets it to fit the scrape.
+    pub peer_timeout: Duration,
 }
 
 /// The longest query string read.
@@ -114,6 +122,17 @@ fn host_port(t: &str) -> Result<(String, Option<u16>), String> {
     }
 }
 
+/// A precision as `5%` or `0.05`: 0.001..=1.
+fn precision(v: &str) -> Result<f64, String> {
+    let x = match v.strip_suffix('%') {
+        Some(pct) => pct.trim().parse::<f64>().map(|p| p / 100.0),
+        None => v.trim().parse::<f64>(),
+    };
+    x.ok()
+        .filter(|x| (0.001..=1.0).contains(x))
+        .ok_or_else(|| "precision: 0.1%..=100% (5% or 0.05)".to_string())
+}
+
 impl Probe {
     /// Parses a `/probe` query string.
     pub fn parse(query: &str, limits: &ProbeLimits) -> Result<Probe, String> {
@@ -129,6 +148,9 @@ impl Probe {
             size: 0,
             duration: Duration::from_millis(500),
             reverse: false,
+            min_trials: 2,
+            precision: None,
+            peer_timeout: Duration::from_secs(5),
         };
         let (mut port, mut size, mut target) = (None, None, None);
         for pair in query.split('&').filter(|s| !s.is_empty()) {
@@ -173,11 +195,19 @@ impl Probe {
                         _ => return Err("reverse: true or false".into()),
                     }
                 }
+                "min_trials" => {
+                    p.min_trials = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (2..=30).contains(n))
+                        .ok_or("min_trials: 2..=30")?
+                }
+                "precision" => p.precision = Some(precision(&v)?),
                 _ => {
                     let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
                     return Err(format!(
                         "unknown parameter {shown:?}: target, port, transport, pattern, size, \
-                         duration, reverse"
+                         duration, reverse, min_trials, precision"
                     ));
                 }
             }
@@ -240,7 +270,9 @@ impl Probe {
             "--max-point-time".into(),
             format!("{}ms", d.as_millis()),
             "--timeout".into(),
-            "5s".into(),
+            format!("{}ms", self.peer_timeout.as_millis().max(1)),
+            "--min-trials".into(),
+            self.min_trials.to_string(),
             "--no-save".into(),
             "-f".into(),
             "openmetrics".into(),
@@ -254,6 +286,9 @@ impl Probe {
         }
         if self.reverse {
             a.push("-R".into());
+        }
+        if let Some(x) = self.precision {
+            a.extend(["--precision".into(), x.to_string()]);
         }
         a
     }
@@ -302,6 +337,13 @@ mod tests {
         );
         assert!(p.run_args().contains(&"-R".to_string()));
         assert!(p.run_args().contains(&"2000ms".to_string()));
+        let p = Probe::parse("target=h&precision=5%25&min_trials=4", &L).unwrap();
+        assert_eq!((p.precision, p.min_trials), (Some(0.05), 4));
+        let a = p.run_args().join(" ");
+        assert!(
+            a.contains("--precision 0.05") && a.contains("--min-trials 4"),
+            "{a}"
+        );
     }
 
     #[test]
@@ -322,6 +364,9 @@ mod tests {
             ("target=h&pattern=bidir&reverse=1", "reverse"),
             ("target=iperf3://h&pattern=pingpong", "pattern"),
             ("target=h&x=1", "unknown"),
+            ("target=h&min_trials=1", "min_trials"),
+            ("target=h&precision=200%25", "precision"),
+            ("target=h&precision=x", "precision"),
             ("target=%zz", "escape"),
             ("target=%ff", "UTF-8"),
         ] {
