@@ -104,6 +104,24 @@ fn a_prom_file_parses_and_matches_the_results() {
                 assert!((q / (l.half_rtt_ns.p99 / 1e9) - 1.0).abs() < 1e-12);
                 let n = value("netsweep_half_rtt_seconds_count", p.size, None);
                 assert_eq!(n as u64, l.half_rtt_ns.count);
+                // Issue 39 item 7: the mean latency's interval, as bounds.
+                if let Some(ci) = l.half_rtt_ns.ci95 {
+                    let hi = value(
+                        "netsweep_half_rtt_mean_ci95_seconds",
+                        p.size,
+                        Some(("bound", "upper")),
+                    );
+                    assert!((hi / ((l.half_rtt_ns.mean + ci) / 1e9) - 1.0).abs() < 1e-12);
+                }
+            }
+            if let Some(ci) = p.throughput_mbps.ci95 {
+                let lo = value(
+                    "netsweep_throughput_ci95_bits_per_second",
+                    p.size,
+                    Some(("bound", "lower")),
+                );
+                let want = (p.throughput_mbps.mean - ci).max(0.0) * 1e6;
+                assert!((lo - want).abs() <= want.abs() * 1e-12, "{lo} {want}");
             }
             if let Some(l) = &p.loss {
                 assert_eq!(
@@ -113,6 +131,13 @@ fn a_prom_file_parses_and_matches_the_results() {
                 assert_eq!(
                     value("netsweep_datagrams_lost", p.size, None) as u64,
                     l.lost
+                );
+                let lo = value("netsweep_loss_ci95_ratio", p.size, Some(("bound", "lower")));
+                let hi = value("netsweep_loss_ci95_ratio", p.size, Some(("bound", "upper")));
+                assert!(
+                    lo <= l.ratio && l.ratio <= hi && hi > 0.0,
+                    "{lo} {} {hi}",
+                    l.ratio
                 );
             }
         }

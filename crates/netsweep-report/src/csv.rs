@@ -5,8 +5,12 @@ use netsweep_model::results::PointResult;
 use netsweep_model::spec::{Pattern, RunSpec};
 
 /// The header row. The `latency_*` columns are RTT/2 (pingpong's one-way figure), ns; the
-/// `*_cpu_us` columns are the data thread's user + system time, µs.
-pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors\n";
+/// `*_cpu_us` columns are the data thread's user + system time, µs. Each figure's 95 %
+/// interval (issue 39 item 7): a mean's as its half-width in the figure's unit
+/// (`throughput_ci95_mbps`, `sender_ci95_mbps`, `receiver_ci95_mbps`, `latency_mean_ci95_ns`:
+/// mean ± it), the loss ratio's as its Wilson score bounds (asymmetric, inside [0, 1]); empty
+/// where no interval was measured. Bounds below 0 are cut at 0.
+pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors,sender_ci95_mbps,receiver_ci95_mbps,latency_mean_ci95_ns,loss_ratio_ci95_lower,loss_ratio_ci95_upper\n";
 
 /// The columns a bidir run adds after [`HEADER`]'s: the server-to-client direction (the
 /// `sender_mbps` … `jitter_ns` columns are then the client-to-server one).
@@ -53,6 +57,7 @@ fn opt(v: Option<f64>) -> String {
 pub fn row(p: &PointResult) -> String {
     let l = p.latency.map(|l| l.half_rtt_ns);
     let loss = p.loss;
+    let wilson = loss.and_then(|x| crate::interval::loss_wilson95(x.lost, x.sent));
     let cells: Vec<String> = vec![
         p.size.to_string(),
         p.trials.to_string(),
@@ -99,6 +104,11 @@ pub fn row(p: &PointResult) -> String {
             .unwrap_or_default(),
         // Datagram sends the client's own stack refused (not in `sent`, not lost).
         loss.map(|x| x.send_errors.to_string()).unwrap_or_default(),
+        opt(p.sender_mbps.and_then(|e| e.ci95)),
+        opt(p.receiver_mbps.and_then(|e| e.ci95)),
+        opt(l.and_then(|d| d.ci95)),
+        wilson.map(|(lo, _)| lo.to_string()).unwrap_or_default(),
+        wilson.map(|(_, hi)| hi.to_string()).unwrap_or_default(),
     ];
     let mut s = cells.join(",");
     if let Some(r) = &p.reverse {
@@ -176,4 +186,38 @@ pub fn row(p: &PointResult) -> String {
         ));
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_carries_each_figures_interval_under_its_column() {
+        let run =
+            netsweep_model::results::load(include_str!("../../../tests/data/tcp-pingpong.json"))
+                .unwrap();
+        let cols: Vec<&str> = HEADER.trim_end().split(',').collect();
+        let mut p = run
+            .points
+            .iter()
+            .find(|p| p.latency.is_some_and(|l| l.half_rtt_ns.ci95.is_some()))
+            .unwrap()
+            .clone();
+        p.loss = Some(netsweep_model::results::Loss {
+            sent: 100,
+            lost: 10,
+            ..Default::default()
+        });
+        let row = row(&p);
+        let cells: Vec<&str> = row.trim_end().split(',').collect();
+        assert_eq!(cells.len(), cols.len(), "{row}");
+        let cell = |name: &str| cells[cols.iter().position(|c| *c == name).unwrap()];
+        let ci = p.latency.unwrap().half_rtt_ns.ci95.unwrap();
+        assert_eq!(cell("latency_mean_ci95_ns"), format!("{ci:.3}"));
+        let (lo, hi) = crate::interval::loss_wilson95(10, 100).unwrap();
+        assert_eq!(cell("loss_ratio_ci95_lower"), lo.to_string());
+        assert_eq!(cell("loss_ratio_ci95_upper"), hi.to_string());
+        assert!(!cell("throughput_ci95_mbps").is_empty());
+    }
 }

@@ -10,6 +10,7 @@ pub mod experiment;
 pub mod figures;
 pub mod format;
 pub mod html;
+pub mod interval;
 pub mod legend;
 pub mod load_figures;
 pub mod mesh;
