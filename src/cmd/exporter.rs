@@ -42,6 +42,8 @@ struct Exporter {
     done: Condvar,
     counts: [AtomicU64; 5],
     probe_ns: AtomicU64,
+    /// Probe runs started so far: those started during a probe overlapped it.
+    started: AtomicU64,
 }
 
 /// What happened to a probe request, for `/metrics`.
@@ -78,6 +80,7 @@ pub fn main(a: ExporterArgs) -> Result {
         done: Condvar::new(),
         counts: Default::default(),
         probe_ns: AtomicU64::new(0),
+        started: AtomicU64::new(0),
     });
     let at = server
         .server_addr()
@@ -193,6 +196,7 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
     };
     // One run per probe at a time: a second request waits for the first one's result.
     let give_up = t0 + fit.deadline;
+    let taken;
     {
         let mut running = ex.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -213,7 +217,7 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        let taken = ex.running.fetch_add(1, Ordering::SeqCst);
+        taken = ex.running.fetch_add(1, Ordering::SeqCst);
         if taken >= ex.max_probes {
             ex.running.fetch_sub(1, Ordering::SeqCst);
             return busy(format!(
@@ -223,6 +227,7 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
         }
         running.insert(key.clone());
     }
+    let seq = ex.started.fetch_add(1, Ordering::SeqCst) + 1;
     let run_t0 = Instant::now();
     // A run that completed but missed what the probe asked keeps its series in the answer.
     let result = run(&p, give_up.saturating_duration_since(run_t0))
@@ -234,6 +239,10 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
     let secs = run_t0.elapsed().as_secs_f64();
     ex.probe_ns
         .fetch_add(run_t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    // Other probes that shared the host (and perhaps the path) with this one: those running
+    // when it started and those started while it ran (probes at once distort each other,
+    // issue 41 item 7).
+    let overlapping = taken as u64 + ex.started.load(Ordering::SeqCst).saturating_sub(seq);
     let (exposition, failed) = result;
     if let Some((reason, why)) = &failed {
         let shown = netsweep_proto::text::printable(why);
@@ -248,7 +257,18 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
         Outcome::Failure
     };
     ex.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
-    let body = finish(&exposition, failed.as_ref(), secs, &fit);
+    let mut body = finish(&exposition, failed.as_ref(), secs, &fit);
+    if let Some(at) = body.rfind("# EOF") {
+        body.insert_str(
+            at,
+            &format!(
+                "# TYPE netsweep_probe_overlapping_probes gauge\n# HELP \
+                 netsweep_probe_overlapping_probes Other probes of this exporter that ran while \
+                 this one did (they share the host and may share the path).\n\
+                 netsweep_probe_overlapping_probes {overlapping}\n"
+            ),
+        );
+    }
     {
         let mut c = ex.cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < ex.cache_for);

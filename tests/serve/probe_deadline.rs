@@ -121,3 +121,33 @@ fn a_peer_that_never_answers_is_a_zero_before_the_scrape_times_out() {
     );
     let _ = hold.join();
 }
+
+#[test]
+fn probes_that_overlap_say_so() {
+    let _beside = netsweep_testkit::lab::beside_lab_tests();
+    let server = Server::start(&[]);
+    let (_e, addr) = exporter(&["--max-probes", "2"]);
+    let q = |size: &str| {
+        format!(
+            "/probe?target={}&pattern=pingpong&size={size}&duration=1s",
+            server.addr
+        )
+    };
+    let (a, qa) = (addr.clone(), q("1k"));
+    let first = std::thread::spawn(move || get(&a, &qa));
+    std::thread::sleep(Duration::from_millis(200));
+    let (_, second) = get(&addr, &q("2k"));
+    let (_, first) = first.join().unwrap();
+    for body in [&first, &second] {
+        assert!(
+            body.contains("netsweep_probe_overlapping_probes 1\n"),
+            "{body}"
+        );
+    }
+    // Alone: none.
+    let (_, alone) = get(&addr, &q("4k"));
+    assert!(
+        alone.contains("netsweep_probe_overlapping_probes 0\n"),
+        "{alone}"
+    );
+}

@@ -153,9 +153,16 @@ impl Probe {
             peer_timeout: Duration::from_secs(5),
         };
         let (mut port, mut size, mut target) = (None, None, None);
+        let mut seen: Vec<&str> = Vec::new();
         for pair in query.split('&').filter(|s| !s.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             let v = decode(v)?;
+            // A repeated parameter was silently the last one (issue 41 item 7).
+            if seen.contains(&k) {
+                let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
+                return Err(format!("{shown} is given twice: give each parameter once"));
+            }
+            seen.push(k);
             match k {
                 "target" => target = Some(v),
                 "port" => {
@@ -217,6 +224,17 @@ impl Probe {
             Some(rest) => (rest.to_string(), true),
             None => (target, false),
         };
+        if let Some((scheme, _)) = t.split_once("://") {
+            let shown: String = scheme
+                .chars()
+                .take(16)
+                .filter(|c| !c.is_control())
+                .collect();
+            return Err(format!(
+                "target: {shown}:// is not a scheme the exporter probes; give HOST[:PORT] (a \
+                 netsweep serve) or iperf3://HOST[:PORT]"
+            ));
+        }
         let (host, tport) = host_port(&t)?;
         p.host = host;
         p.iperf3 = iperf3;
@@ -365,6 +383,8 @@ mod tests {
             ("target=iperf3://h&pattern=pingpong", "pattern"),
             ("target=h&x=1", "unknown"),
             ("target=h&min_trials=1", "min_trials"),
+            ("target=a&target=b", "twice"),
+            ("target=http://h:80/x", "http:// is not a scheme"),
             ("target=h&precision=200%25", "precision"),
             ("target=h&precision=x", "precision"),
             ("target=%zz", "escape"),
