@@ -48,6 +48,14 @@ fn the_default_listener_serves_ipv4_and_ipv6_clients() {
         n += 1;
         let rec = &wait_records(&dir, n)[n - 1];
         assert_eq!(rec["status"], "complete", "{host} {args:?}: {rec}");
+        // An IPv4 client is shown as IPv4, not as ::ffff:127.0.0.1.
+        let client = rec["client"].as_str().unwrap_or_default();
+        let want = if host == "::1" {
+            "[::1]:"
+        } else {
+            "127.0.0.1:"
+        };
+        assert!(client.starts_with(want), "{host}: {client}");
     }
     for host in ["127.0.0.1", "[::1]"] {
         let out = dir.join(format!("run-{}.json", host.trim_matches(['[', ']'])));
@@ -67,4 +75,13 @@ fn the_default_listener_serves_ipv4_and_ipv6_clients() {
             server.log()
         );
     }
+    let log = server.log();
+    assert!(
+        log.contains("from 127.0.0.1:") && log.contains("from [::1]:"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("::ffff:"),
+        "IPv4 clients shown as IPv4: {log}"
+    );
 }

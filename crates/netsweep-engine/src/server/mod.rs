@@ -251,7 +251,9 @@ pub fn serve_with(
             break;
         }
         let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
+            // An IPv4 client of the dual-stack listener is an IPv4 peer (log, per-address
+            // limits), not ::ffff:….
+            Ok((s, p)) => (s, SocketAddr::new(p.ip().to_canonical(), p.port())),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 thread::sleep(Duration::from_millis(20));
                 continue;

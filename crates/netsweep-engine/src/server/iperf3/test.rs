@@ -38,9 +38,12 @@ pub(super) fn connection(
     waiting: &Waiting,
 ) {
     let opts = sh.opts.as_ref();
+    // An IPv4 client of the dual-stack listener is shown as IPv4 (not ::ffff:…) in the log,
+    // its record and the server's text; the socket's own address is used for everything else.
+    let shown = SocketAddr::new(peer.ip().to_canonical(), peer.port());
     let say = |event: Event, session: Option<u64>, reason: &str| {
         if opts.verbose {
-            log(opts.log_format, event, session, Some(peer), Some(reason));
+            log(opts.log_format, event, session, Some(shown), Some(reason));
         }
     };
     let timeout = opts.limits.handshake_timeout;
@@ -137,7 +140,7 @@ pub(super) fn connection(
         sh.controls.add(n, c);
     }
     let port = s.local_addr().map_or(0, |a| a.port());
-    let cfg = config(&request, &p, n, peer, port, opts.iperf3_results.is_some());
+    let cfg = config(&request, &p, n, shown, port, opts.iperf3_results.is_some());
     let hold: Arc<dyn Any + Send + Sync> = Arc::new(reservation);
     let mut src = Streams {
         waiting,
@@ -156,7 +159,7 @@ pub(super) fn connection(
         Err(e) => say(Event::SessionFailed, Some(n), &format!("iperf3 test: {e}")),
     }
     if let Some(dir) = &opts.iperf3_results {
-        let record = record(n, peer, admitted_at, &request, &p, &r);
+        let record = record(n, shown, admitted_at, &request, &p, &r);
         let name = format!(
             "iperf3-{}-s{n}.json",
             rfc3339(admitted_at).replace([':', '-'], "")
@@ -166,7 +169,7 @@ pub(super) fn connection(
                 opts.log_format,
                 Event::Error,
                 Some(n),
-                Some(peer),
+                Some(shown),
                 Some(&format!(
                     "cannot write the iperf3 test's record into {}: {e}; check \
                      --iperf3-results",
