@@ -192,8 +192,19 @@ impl Probe {
                     size = Some(crate::cli::parse::size(&v).map_err(|e| format!("size: {e}"))?)
                 }
                 "duration" => {
-                    p.duration =
-                        crate::cli::parse::duration(&v).map_err(|e| format!("duration: {e}"))?
+                    // Hours are not a unit of the run's grammar; a probe in hours is out of
+                    // range, and says so rather than "unknown unit 'h'" (issue 41 item 7).
+                    let hours = v
+                        .strip_suffix('h')
+                        .and_then(|n| n.trim().parse::<f64>().ok());
+                    p.duration = match hours {
+                        Some(h) if h.is_finite() && h >= 0.0 => {
+                            Duration::from_secs_f64((h * 3600.0).min(1e9))
+                        }
+                        _ => {
+                            crate::cli::parse::duration(&v).map_err(|e| format!("duration: {e}"))?
+                        }
+                    }
                 }
                 "reverse" => {
                     p.reverse = match v.as_str() {
@@ -377,6 +388,7 @@ mod tests {
             ("target=h&size=2G", "size"),
             ("target=h&transport=udp&size=65508", "size"),
             ("target=h&duration=1h", "duration"),
+            ("target=h&duration=1000h", "100ms..="),
             ("target=h&duration=1ms", "duration"),
             ("target=h&reverse=maybe", "reverse"),
             ("target=h&pattern=bidir&reverse=1", "reverse"),
