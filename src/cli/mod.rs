@@ -437,6 +437,27 @@ pub struct CompareArgs {
     /// Write the throughput ratio plot as PNG to FILE.
     #[arg(long, value_name = "FILE")]
     pub png: Option<String>,
+
+    /// The smallest change called a difference, in percent: a pair whose 95% interval
+    /// excludes "no change" but whose change is smaller is reported the same (as criterion's
+    /// noise threshold). The default, 2, is what re-runs of one command drift by on one
+    /// host (docs/methodology.md, "Calibration"); 0 reports every interval that excludes 1.
+    #[arg(long, value_name = "PERCENT", default_value_t = 2.0, value_parser = parse_noise)]
+    pub noise: f64,
+}
+
+/// `--noise`: a percentage from 0 to 50.
+fn parse_noise(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a percentage: give one such as 2 or 0.5"))?;
+    if !(0.0..=50.0).contains(&v) {
+        return Err(format!(
+            "{s}% is outside 0–50%: give a percentage such as 2"
+        ));
+    }
+    Ok(v)
 }
 
 /// `--max-rate`: a rate in tc's units, as bits per second (at least 1 kbit/s).

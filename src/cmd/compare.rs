@@ -1,7 +1,8 @@
-//! `netsweep compare A.json B.json [...]`: each B against baseline A — per size the ratio of
-//! throughput (and latency for pingpong) with its CI and significance, ranges summarised in
-//! words, sizes only one run has, configuration and placement differences; text or JSON, and
-//! a ratio plot as SVG or PNG.
+//! `netsweep compare A.json B.json [...]`: each B against baseline A — a headline per metric,
+//! per point both swept the ratio of throughput (and latency for pingpong) with its interval
+//! and verdict, ranges summarised in words, sizes only one run has, configuration and
+//! placement differences; text or JSON, and a ratio plot as SVG or PNG. Runs that share no
+//! point are a usage error (exit 2).
 
 use crate::cli::values::CompareFormat;
 use crate::cli::CompareArgs;
@@ -19,9 +20,19 @@ pub fn main(a: CompareArgs) -> Result {
     let runs = load_runs(&a.files)?;
     let runs = named(&runs);
     let labels = legend::labels(&runs);
+    let noise = a.noise / 100.0;
     let cs: Vec<compare::Comparison> = (1..runs.len())
-        .map(|i| compare::compare(runs[0], runs[i], (&labels[0], &labels[i])))
+        .map(|i| compare::compare(runs[0], runs[i], (&labels[0], &labels[i]), noise))
         .collect();
+    if let Some(i) = cs.iter().position(|c| c.metrics.is_empty()) {
+        let c = &cs[i];
+        return Err(Error::usage(format!(
+            "{} and {} share no measured point, so there is nothing to compare: {}; compare runs of the same sweep (the same --sizes, and the same --rates for rate runs)",
+            c.a_file,
+            c.b_file,
+            compare::swept(runs[0].run, runs[i + 1].run)
+        )));
+    }
     if a.svg.is_some() || a.png.is_some() {
         let doc = svg::render(&compare::plot::ratio_chart(&cs, Metric::Throughput));
         if let Some(p) = &a.svg {

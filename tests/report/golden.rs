@@ -121,7 +121,12 @@ fn plots_and_html_match_their_golden_files() {
     }
     golden("all.html", &page);
     let labels = legend::labels(&named);
-    let c = compare::compare(named[0], named[2], (&labels[0], &labels[2]));
+    let c = compare::compare(
+        named[0],
+        named[2],
+        (&labels[0], &labels[2]),
+        compare::DEFAULT_NOISE,
+    );
     golden("compare.txt", &compare::text::render(&c));
     golden(
         "compare.json",

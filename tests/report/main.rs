@@ -3,6 +3,7 @@
 use netsweep_testkit::exe as common;
 
 mod chromium;
+mod compare;
 mod experiments;
 mod golden;
 mod openmetrics;

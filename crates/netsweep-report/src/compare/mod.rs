@@ -1,16 +1,18 @@
-//! Comparing runs: per size, the ratio B ÷ A of throughput (and of latency for pingpong) with
-//! its confidence interval, whether the difference is significant (Welch's t-test from each
-//! point's mean, CI half-width and trial count), contiguous ranges summarised in words, the
+//! Comparing runs: per point both swept (size, and offered load for rate sweeps), the ratio
+//! B ÷ A of throughput (and of latency for pingpong) with its 95% interval, a verdict read
+//! from that same interval and a noise threshold, one headline per metric (how many pairs
+//! differ, the median change with its interval), contiguous ranges summarised in words, the
 //! sizes only one run measured, and every configuration or placement difference stated.
 
+pub mod interval;
 pub mod plot;
 pub mod ranges;
 pub mod text;
 
 use crate::legend::{self, Named};
+use netsweep_model::experiment::spread::{spread, CONFIDENCE};
 use netsweep_model::results::{Estimate, PointResult, RunResult};
 use netsweep_model::spec::Pattern;
-use netsweep_model::stats::{student_t_975, welch_t_test, SampleStats};
 use serde::Serialize;
 
 pub use ranges::{Range, Verdict};
@@ -35,18 +37,23 @@ impl Metric {
     }
 }
 
-/// One size measured by both runs.
+/// One point measured by both runs: the same size and, for `--rates` sweeps, the same
+/// offered load.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     /// Message size, bytes.
     pub size: u64,
-    /// A's mean at this size (Mbit/s or ns, as the metric).
+    /// The offered load both points were measured at (rate sweeps), per second in the
+    /// run's unit; absent for sweeps of size alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_rate: Option<f64>,
+    /// A's mean at this point (Mbit/s or ns, as the metric).
     pub a: f64,
     /// Half-width of A's 95% CI, same unit; NaN (null) when A has no interval.
     pub a_ci95: f64,
     /// Trials A's mean is from.
     pub a_trials: u32,
-    /// B's mean at this size.
+    /// B's mean at this point.
     pub b: f64,
     /// Half-width of B's 95% CI; NaN (null) when B has no interval.
     pub b_ci95: f64,
@@ -54,14 +61,18 @@ pub struct Row {
     pub b_trials: u32,
     /// b ÷ a.
     pub ratio: f64,
-    /// Half-width of the ratio's 95% CI (first order: relative half-widths in quadrature).
-    pub ratio_ci95: f64,
-    /// Welch's t of B against A; `None` when it cannot be tested (a side with fewer than 2
-    /// trials or no interval) or is infinite.
+    /// Lower end of the 95% interval of b ÷ a (Welch on the log scale); NaN (null) when it
+    /// cannot be computed.
+    pub ratio_low: f64,
+    /// Upper end of that interval.
+    pub ratio_high: f64,
+    /// ln(b ÷ a) over its standard error; `None` when it cannot be tested (a side with fewer
+    /// than 2 trials or no interval) or is infinite.
     pub t: Option<f64>,
     /// Welch–Satterthwaite degrees of freedom of that test; `None` when it cannot be tested.
     pub df: Option<f64>,
-    /// How B compares with A here.
+    /// How B compares with A here: different only when the interval above excludes 1 and
+    /// the change exceeds the comparison's noise threshold.
     pub verdict: Verdict,
 }
 
@@ -70,8 +81,16 @@ pub struct Row {
 pub struct MetricComparison {
     /// What is compared.
     pub metric: Metric,
-    /// One row per size both runs measured, by size.
+    /// One row per point both runs measured, by size then offered load.
     pub rows: Vec<Row>,
+    /// Rows judged different (better or worse).
+    pub differing: u32,
+    /// Median of B ÷ A over the rows.
+    pub median_ratio: f64,
+    /// Distribution-free 95% interval of that median; `None` with fewer than six rows.
+    pub median_ratio_ci95: Option<(f64, f64)>,
+    /// The one line that leads the comparison of this metric.
+    pub headline: String,
     /// Consecutive rows with one verdict, grouped.
     pub ranges: Vec<Range>,
     /// Plain-language summary, one sentence per range.
@@ -89,7 +108,10 @@ pub struct Comparison {
     pub a_file: String,
     /// B's file name, likewise.
     pub b_file: String,
-    /// Throughput always; latency too when both runs are pingpong. Empty when no size is common.
+    /// The smallest change called a difference (0.02 = 2%): a pair whose interval excludes 1
+    /// but whose change is smaller is reported the same, as criterion's noise threshold does.
+    pub noise: f64,
+    /// Throughput always; latency too when both runs are pingpong. Empty when no point pairs.
     pub metrics: Vec<MetricComparison>,
     /// Sizes only A measured, ascending.
     pub only_in_a: Vec<u64>,
@@ -99,42 +121,23 @@ pub struct Comparison {
     pub differences: Vec<String>,
 }
 
-/// Sample statistics of an estimate from its mean, 95% CI half-width and trial count:
-/// the standard error is ci95 ÷ t(0.975, n−1), so the variance is (ci95 ÷ t)² · n.
-pub fn sample_stats(mean: f64, ci95: f64, trials: u32) -> SampleStats {
-    let n = trials as u64;
-    let t = student_t_975(n.saturating_sub(1));
-    let se = if t.is_finite() && t > 0.0 {
-        ci95 / t
-    } else {
-        0.0
-    };
-    SampleStats {
-        mean,
-        variance: se * se * n as f64,
-        n,
-    }
-}
+/// The default noise threshold: changes below 2% are not called differences. Re-runs of one
+/// command on one host drift by about this much (docs/methodology.md, "Calibration").
+pub const DEFAULT_NOISE: f64 = 0.02;
 
-fn row(size: u64, a: (f64, f64, u32), b: (f64, f64, u32), higher_is_better: bool) -> Row {
+fn row(key: Key, a: interval::Side, b: interval::Side, higher_is_better: bool, noise: f64) -> Row {
     let ratio = if a.0 != 0.0 { b.0 / a.0 } else { f64::NAN };
-    let rel = |m: f64, ci: f64| {
-        if m != 0.0 {
-            ci / m.abs()
-        } else {
-            f64::INFINITY
-        }
-    };
-    let ratio_ci95 = ratio.abs() * (rel(a.0, a.1).powi(2) + rel(b.0, b.1).powi(2)).sqrt();
-    let w = welch_t_test(&sample_stats(b.0, b.1, b.2), &sample_stats(a.0, a.1, a.2));
-    let verdict = match w {
+    let ri = interval::ratio(a, b);
+    let verdict = match ri {
         None => Verdict::Unknown,
-        Some(w) if !w.significant_at_95 => Verdict::Same,
-        Some(w) if (w.t > 0.0) == higher_is_better => Verdict::Better,
+        Some(i) if i.low <= 1.0 && i.high >= 1.0 => Verdict::Same,
+        Some(_) if (ratio - 1.0).abs() <= noise => Verdict::Same,
+        Some(_) if (ratio > 1.0) == higher_is_better => Verdict::Better,
         Some(_) => Verdict::Worse,
     };
     Row {
-        size,
+        size: key.size,
+        offered_rate: key.offered_rate,
         a: a.0,
         a_ci95: a.1,
         a_trials: a.2,
@@ -142,34 +145,57 @@ fn row(size: u64, a: (f64, f64, u32), b: (f64, f64, u32), higher_is_better: bool
         b_ci95: b.1,
         b_trials: b.2,
         ratio,
-        ratio_ci95: if ratio_ci95.is_finite() {
-            ratio_ci95
-        } else {
-            f64::NAN
-        },
-        t: w.map(|w| w.t).filter(|t| t.is_finite()),
-        df: w.map(|w| w.df),
+        ratio_low: ri.map_or(f64::NAN, |i| i.low),
+        ratio_high: ri.map_or(f64::NAN, |i| i.high),
+        t: ri.map(|i| i.t).filter(|t| t.is_finite()),
+        df: ri.map(|i| i.df),
         verdict,
     }
 }
 
-fn estimate(e: &Estimate, p: &PointResult) -> (f64, f64, u32) {
+/// What two points are paired on: what the runs swept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Key {
+    size: u64,
+    offered_rate: Option<f64>,
+}
+
+fn key(p: &PointResult) -> Key {
+    Key {
+        size: p.size,
+        offered_rate: p.rate.as_ref().map(|r| r.offered_rate),
+    }
+}
+
+fn same_key(x: Key, y: Key) -> bool {
+    x.size == y.size
+        && match (x.offered_rate, y.offered_rate) {
+            (None, None) => true,
+            // Offered loads are parsed from the same text; allow for printing round-off.
+            (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+            _ => false,
+        }
+}
+
+fn estimate(e: &Estimate, p: &PointResult) -> interval::Side {
     // No interval (fewer than two trials) gives NaN: the test then says nothing.
     (e.mean, e.ci95.unwrap_or(f64::NAN), e.trials.max(p.trials))
 }
 
-fn metric(a: &RunResult, b: &RunResult, m: Metric) -> Option<MetricComparison> {
+fn metric(a: &RunResult, b: &RunResult, m: Metric, noise: f64) -> Option<MetricComparison> {
     let mut rows = Vec::new();
     for pa in &a.points {
-        let Some(pb) = b.points.iter().find(|p| p.size == pa.size) else {
+        let ka = key(pa);
+        let Some(pb) = b.points.iter().find(|p| same_key(key(p), ka)) else {
             continue;
         };
         let r = match m {
             Metric::Throughput => row(
-                pa.size,
+                ka,
                 estimate(&pa.throughput_mbps, pa),
                 estimate(&pb.throughput_mbps, pb),
                 true,
+                noise,
             ),
             Metric::Latency => {
                 let (Some(la), Some(lb)) = (pa.latency, pb.latency) else {
@@ -177,10 +203,11 @@ fn metric(a: &RunResult, b: &RunResult, m: Metric) -> Option<MetricComparison> {
                 };
                 let (da, db) = (la.half_rtt_ns, lb.half_rtt_ns);
                 row(
-                    pa.size,
+                    ka,
                     (da.mean, da.ci95.unwrap_or(f64::NAN), pa.trials),
                     (db.mean, db.ci95.unwrap_or(f64::NAN), pb.trials),
                     false,
+                    noise,
                 )
             }
         };
@@ -189,15 +216,72 @@ fn metric(a: &RunResult, b: &RunResult, m: Metric) -> Option<MetricComparison> {
     if rows.is_empty() {
         return None;
     }
-    rows.sort_by_key(|r| r.size);
+    rows.sort_by(|x, y| {
+        x.size.cmp(&y.size).then(
+            x.offered_rate
+                .unwrap_or(0.0)
+                .total_cmp(&y.offered_rate.unwrap_or(0.0)),
+        )
+    });
+    let differing = rows
+        .iter()
+        .filter(|r| matches!(r.verdict, Verdict::Better | Verdict::Worse))
+        .count() as u32;
+    let ratios: Vec<f64> = rows.iter().map(|r| r.ratio).collect();
+    // The distribution-free interval of the median, where there are pairs enough for 95%.
+    let (median_ratio, median_ratio_ci95) = spread(&ratios).map_or((f64::NAN, None), |s| {
+        (
+            s.median,
+            (s.confidence >= CONFIDENCE).then_some((s.lo, s.hi)),
+        )
+    });
+    let headline = ranges::headline(m, &rows, differing, median_ratio, median_ratio_ci95, noise);
     let ranges = ranges::group(&rows);
-    let summary = ranges.iter().map(|r| ranges::sentence(r, m)).collect();
+    let summary = ranges
+        .iter()
+        .map(|r| ranges::sentence(r, m, noise))
+        .collect();
     Some(MetricComparison {
         metric: m,
         rows,
+        differing,
+        median_ratio,
+        median_ratio_ci95,
+        headline,
         ranges,
         summary,
     })
+}
+
+/// What each run swept, in words, for the error when two runs share no point: "A measured
+/// 123 points, 1 B–8 MiB; B measured 3 points, 64 B at 1k/s–10k/s offered".
+pub fn swept(a: &RunResult, b: &RunResult) -> String {
+    let one = |r: &RunResult| -> String {
+        let sizes: Vec<u64> = r.points.iter().map(|p| p.size).collect();
+        let rates: Vec<f64> = r
+            .points
+            .iter()
+            .filter_map(|p| p.rate.as_ref().map(|x| x.offered_rate))
+            .collect();
+        let (Some(lo), Some(hi)) = (sizes.iter().min(), sizes.iter().max()) else {
+            return "no points".into();
+        };
+        let span = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}–{hi}") };
+        let mut s = format!(
+            "{} point{}, {}",
+            sizes.len(),
+            if sizes.len() == 1 { "" } else { "s" },
+            span(crate::units::size(*lo), crate::units::size(*hi))
+        );
+        let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if lo.is_finite() {
+            let si = |x: f64| format!("{}/s", netsweep_model::load::si(x));
+            s.push_str(&format!(" at {} offered", span(si(lo), si(hi))));
+        }
+        s
+    };
+    format!("A measured {}; B measured {}", one(a), one(b))
 }
 
 /// Share of observed trials that had both ends on one CPU, over all points.
@@ -295,13 +379,13 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     out
 }
 
-/// Compares run B with baseline A.
-pub fn compare(a: Named<'_>, b: Named<'_>, labels: (&str, &str)) -> Comparison {
-    let mut metrics: Vec<MetricComparison> = metric(a.run, b.run, Metric::Throughput)
+/// Compares run B with baseline A; changes within `noise` (0.02 = 2%) are not differences.
+pub fn compare(a: Named<'_>, b: Named<'_>, labels: (&str, &str), noise: f64) -> Comparison {
+    let mut metrics: Vec<MetricComparison> = metric(a.run, b.run, Metric::Throughput, noise)
         .into_iter()
         .collect();
     if a.run.spec.pattern == Pattern::Pingpong && b.run.spec.pattern == Pattern::Pingpong {
-        metrics.extend(metric(a.run, b.run, Metric::Latency));
+        metrics.extend(metric(a.run, b.run, Metric::Latency, noise));
     }
     let sizes = |r: &RunResult| r.points.iter().map(|p| p.size).collect::<Vec<_>>();
     let (sa, sb) = (sizes(a.run), sizes(b.run));
@@ -314,6 +398,7 @@ pub fn compare(a: Named<'_>, b: Named<'_>, labels: (&str, &str)) -> Comparison {
         b: labels.1.to_string(),
         a_file: a.name.to_string(),
         b_file: b.name.to_string(),
+        noise,
         metrics,
         only_in_a,
         only_in_b,
@@ -325,26 +410,66 @@ pub fn compare(a: Named<'_>, b: Named<'_>, labels: (&str, &str)) -> Comparison {
 mod tests {
     use super::*;
 
-    #[test]
-    fn variance_from_ci_round_trips() {
-        // Samples 10, 12, 14: mean 12, s² = 4, CI half-width 4.303·2/√3.
-        let ci = netsweep_model::stats::ci95(&[10.0, 12.0, 14.0]).unwrap();
-        let s = sample_stats(12.0, ci.half_width, 3);
-        assert!((s.variance - 4.0).abs() < 1e-9, "{}", s.variance);
+    fn k(size: u64) -> Key {
+        Key {
+            size,
+            offered_rate: None,
+        }
     }
 
     #[test]
     fn rows_judge_direction_and_significance() {
-        let r = row(1, (100.0, 1.0, 5), (110.0, 1.0, 5), true);
+        let r = row(k(1), (100.0, 1.0, 5), (110.0, 1.0, 5), true, 0.0);
         assert_eq!(r.verdict, Verdict::Better);
         assert!((r.ratio - 1.1).abs() < 1e-12);
-        let r = row(1, (100.0, 1.0, 5), (110.0, 1.0, 5), false);
+        let r = row(k(1), (100.0, 1.0, 5), (110.0, 1.0, 5), false, 0.0);
         assert_eq!(r.verdict, Verdict::Worse);
-        let r = row(1, (100.0, 20.0, 3), (105.0, 20.0, 3), true);
+        let r = row(k(1), (100.0, 20.0, 3), (105.0, 20.0, 3), true, 0.0);
         assert_eq!(r.verdict, Verdict::Same);
-        let r = row(1, (100.0, 1.0, 1), (105.0, 1.0, 3), true);
+        let r = row(k(1), (100.0, 1.0, 1), (105.0, 1.0, 3), true, 0.0);
         assert_eq!(r.verdict, Verdict::Unknown);
-        let r = row(1, (0.0, 0.0, 3), (0.0, 0.0, 3), true);
+        let r = row(k(1), (0.0, 0.0, 3), (0.0, 0.0, 3), true, 0.0);
         assert!(r.ratio.is_nan());
+        // Significant but inside the noise threshold: the same.
+        let r = row(k(1), (100.0, 0.1, 5), (101.0, 0.1, 5), true, 0.02);
+        assert!(r.ratio_low > 1.0, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Same);
+    }
+
+    #[test]
+    fn no_pair_is_called_different_while_its_interval_holds_one() {
+        // Sweep the change and both sides' spreads and trial counts: wherever the printed
+        // interval contains 1 the verdict is the same, wherever it excludes 1 (and the change
+        // is above the noise threshold) it is not.
+        let mut judged = 0;
+        for n in [2u32, 3, 5, 30] {
+            for ci in [0.5, 2.0, 5.0, 20.0] {
+                for pct in [-30.0, -5.0, -1.0, 0.0, 1.0, 3.0, 7.0, 30.0] {
+                    let b = 100.0 * (1.0 + pct / 100.0);
+                    let r = row(k(1), (100.0, ci, n), (b, ci * 0.7, n + 1), true, 0.0);
+                    let holds_one = r.ratio_low <= 1.0 && r.ratio_high >= 1.0;
+                    assert_eq!(holds_one, r.verdict == Verdict::Same, "{r:?}");
+                    assert!(r.ratio_low <= r.ratio && r.ratio <= r.ratio_high, "{r:?}");
+                    judged += 1;
+                }
+            }
+        }
+        assert_eq!(judged, 128);
+    }
+
+    #[test]
+    fn rate_sweeps_pair_on_the_offered_load() {
+        let a = Key {
+            size: 64,
+            offered_rate: Some(1000.0),
+        };
+        let b = Key {
+            size: 64,
+            offered_rate: Some(2000.0),
+        };
+        assert!(!same_key(a, b));
+        assert!(same_key(a, a));
+        assert!(!same_key(a, k(64)));
+        assert!(same_key(k(64), k(64)));
     }
 }

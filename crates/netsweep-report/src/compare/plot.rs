@@ -23,14 +23,8 @@ pub fn ratio_chart(cs: &[Comparison], metric: Metric) -> Chart {
             points: ok.iter().map(|r| (r.size as f64, r.ratio)).collect(),
             band: ok
                 .iter()
-                .filter(|r| r.ratio_ci95.is_finite())
-                .map(|r| {
-                    (
-                        r.size as f64,
-                        r.ratio - r.ratio_ci95,
-                        r.ratio + r.ratio_ci95,
-                    )
-                })
+                .filter(|r| r.ratio_low.is_finite() && r.ratio_high.is_finite())
+                .map(|r| (r.size as f64, r.ratio_low, r.ratio_high))
                 .collect(),
             ..Default::default()
         });

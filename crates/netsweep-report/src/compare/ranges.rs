@@ -1,8 +1,9 @@
-//! Contiguous ranges of sizes with the same verdict, and the sentence that summarises each
-//! ("B is 7.1% faster than A from 1 KiB to 1472 B, significant").
+//! Contiguous ranges of points with the same verdict, the sentence that summarises each
+//! ("B is 7.1% faster than A from 1 KiB to 1472 B, significant"), and each metric's headline.
 
 use super::{Metric, Row};
 use crate::units;
+use netsweep_model::load;
 use serde::Serialize;
 
 /// How B compares with A at a size.
@@ -13,7 +14,8 @@ pub enum Verdict {
     Better,
     /// Significantly worse.
     Worse,
-    /// No significant difference at 95%.
+    /// No difference: the 95% interval of B ÷ A holds 1, or the change is within the
+    /// comparison's noise threshold.
     Same,
     /// Too few trials on a side to test.
     Unknown,
@@ -31,13 +33,19 @@ impl Verdict {
     }
 }
 
-/// A run of consecutive common sizes with one verdict.
+/// A run of consecutive common points with one verdict.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Range {
     /// First size of the range, bytes.
     pub from_size: u64,
     /// Last size of the range, bytes.
     pub to_size: u64,
+    /// Rate sweeps: the first offered load of the range, requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_rate: Option<f64>,
+    /// Rate sweeps: the last offered load of the range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_rate: Option<f64>,
     /// Sizes (rows) in the range.
     pub points: u32,
     /// The verdict every row of the range shares.
@@ -60,6 +68,8 @@ pub fn group(rows: &[Row]) -> Vec<Range> {
             out.push(Range {
                 from_size: r.size,
                 to_size: r.size,
+                from_rate: r.offered_rate,
+                to_rate: r.offered_rate,
                 points: 0,
                 verdict: r.verdict,
                 ratio: f64::NAN,
@@ -72,6 +82,7 @@ pub fn group(rows: &[Row]) -> Vec<Range> {
             continue;
         };
         g.to_size = r.size;
+        g.to_rate = r.offered_rate;
         g.points += 1;
         if r.ratio.is_finite() && r.ratio > 0.0 {
             l.0 += r.ratio.ln();
@@ -92,6 +103,19 @@ pub fn group(rows: &[Row]) -> Vec<Range> {
 }
 
 fn span(r: &Range) -> String {
+    let rates = r.from_rate.zip(r.to_rate);
+    if let Some((lo, hi)) = rates.filter(|_| r.from_size == r.to_size) {
+        let size = units::size(r.from_size);
+        return if lo == hi {
+            format!("at {size}, {}/s offered", load::si(lo))
+        } else {
+            format!(
+                "at {size} from {}/s to {}/s offered",
+                load::si(lo),
+                load::si(hi)
+            )
+        };
+    }
     if r.from_size == r.to_size {
         format!("at {}", units::size(r.from_size))
     } else {
@@ -103,13 +127,68 @@ fn span(r: &Range) -> String {
     }
 }
 
-/// The summary sentence of a range.
-pub fn sentence(r: &Range, m: Metric) -> String {
+fn signed_pct(ratio: f64) -> String {
+    format!("{:+.1}%", (ratio - 1.0) * 100.0)
+}
+
+/// The line that leads a metric's comparison: how many pairs differ, and the median change
+/// with its distribution-free interval ("throughput: B differs from A at 3 of 123 points
+/// (2 faster, 1 slower); median change +0.4% [−0.3%, +1.1%]").
+pub fn headline(
+    m: Metric,
+    rows: &[Row],
+    differing: u32,
+    median: f64,
+    ci: Option<(f64, f64)>,
+    noise: f64,
+) -> String {
+    let (up, down) = match m {
+        Metric::Throughput => ("faster", "slower"),
+        Metric::Latency => ("lower", "higher"),
+    };
+    let better = rows.iter().filter(|r| r.verdict == Verdict::Better).count();
+    let worse = rows.iter().filter(|r| r.verdict == Verdict::Worse).count();
+    let unknown = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Unknown)
+        .count();
+    let n = rows.len();
+    let what = if differing == 0 {
+        format!(
+            "no difference beyond {:.0}% at any of {n} points",
+            noise * 100.0
+        )
+    } else {
+        format!("B differs from A at {differing} of {n} points ({better} {up}, {worse} {down})")
+    };
+    let judged = if unknown > 0 {
+        format!("; {unknown} could not be judged (fewer than 2 trials)")
+    } else {
+        String::new()
+    };
+    let med = match ci {
+        _ if !median.is_finite() => String::new(),
+        Some((lo, hi)) => format!(
+            "; median change {} [{}, {}]",
+            signed_pct(median),
+            signed_pct(lo),
+            signed_pct(hi)
+        ),
+        None => format!(
+            "; median change {} (too few points for its interval)",
+            signed_pct(median)
+        ),
+    };
+    format!("{}: {what}{judged}{med}", m.name())
+}
+
+/// The summary sentence of a range; `noise` is the comparison's noise threshold.
+pub fn sentence(r: &Range, m: Metric, noise: f64) -> String {
     let pct = |x: f64| format!("{:.1}%", (x * 100.0).abs());
     let points = if r.points == 1 {
-        "1 size".to_string()
+        "1 point".to_string()
     } else {
-        format!("{} sizes", r.points)
+        format!("{} points", r.points)
     };
     match (r.verdict, m) {
         (Verdict::Better, Metric::Throughput) => format!(
@@ -133,7 +212,8 @@ pub fn sentence(r: &Range, m: Metric) -> String {
             span(r)
         ),
         (Verdict::Same, _) => format!(
-            "no significant difference {} ({points}; B/A {}–{})",
+            "no difference beyond {:.0}% {} ({points}; B/A {}–{})",
+            noise * 100.0,
             span(r),
             units::short(r.ratio_min),
             units::short(r.ratio_max)
@@ -158,8 +238,10 @@ mod tests {
             b: 100.0 * ratio,
             b_ci95: 1.0,
             b_trials: 3,
+            offered_rate: None,
             ratio,
-            ratio_ci95: 0.01,
+            ratio_low: ratio - 0.01,
+            ratio_high: ratio + 0.01,
             t: None,
             df: None,
             verdict,
@@ -178,12 +260,27 @@ mod tests {
         assert_eq!(g.len(), 2);
         assert_eq!((g[0].from_size, g[0].to_size, g[0].points), (1024, 1472, 2));
         assert_eq!(
-            sentence(&g[0], Metric::Throughput),
-            "B is 7.1% faster than A from 1 KiB to 1472 B (2 sizes), significant"
+            sentence(&g[0], Metric::Throughput, 0.02),
+            "B is 7.1% faster than A from 1 KiB to 1472 B (2 points), significant"
         );
         assert_eq!(
-            sentence(&g[1], Metric::Throughput),
-            "no significant difference from 4 KiB to 8 KiB (2 sizes; B/A 0.99–1.01)"
+            sentence(&g[1], Metric::Throughput, 0.02),
+            "no difference beyond 2% from 4 KiB to 8 KiB (2 points; B/A 0.99–1.01)"
+        );
+        assert_eq!(
+            headline(Metric::Throughput, &rows, 2, 1.04, None, 0.02),
+            "throughput: B differs from A at 2 of 4 points (2 faster, 0 slower); median change +4.0% (too few points for its interval)"
+        );
+        let same: Vec<Row> = rows
+            .iter()
+            .map(|x| Row {
+                verdict: Verdict::Same,
+                ..x.clone()
+            })
+            .collect();
+        assert_eq!(
+            headline(Metric::Latency, &same, 0, 0.995, Some((0.99, 1.003)), 0.02),
+            "latency: no difference beyond 2% at any of 4 points; median change -0.5% [-1.0%, +0.3%]"
         );
         assert!(group(&[]).is_empty());
     }

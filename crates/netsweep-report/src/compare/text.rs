@@ -1,8 +1,10 @@
-//! The text form of comparisons: differences first, then per metric a table of sizes with
-//! the ratio, its CI, Welch's t and the verdict, then the summary sentences.
+//! The text form of comparisons: each metric's headline first, then the differences, then per
+//! metric a table of points with the ratio, its interval, t and the verdict, then the summary
+//! sentences.
 
 use super::{Comparison, Metric, MetricComparison, Verdict};
 use crate::units;
+use netsweep_model::load;
 use std::fmt::Write;
 
 fn value(m: Metric, v: f64) -> String {
@@ -28,24 +30,45 @@ fn table(out: &mut String, mc: &MetricComparison) {
         Metric::Throughput => ("throughput", "Mbit/s"),
         Metric::Latency => ("latency (mean RTT/2)", "µs"),
     };
+    let rates = mc.rows.iter().any(|r| r.offered_rate.is_some());
     let _ = writeln!(
         out,
-        "\n{title}, {unit}: B ÷ A with its 95% CI; significance by Welch's t-test at 95%"
+        "\n{title}, {unit}: B ÷ A with its 95% interval (Welch, log scale); a difference when the interval excludes 1 and the change exceeds the noise threshold"
     );
     let _ = writeln!(
         out,
-        "{:>9} {:>12} {:>12} {:>8} {:>8} {:>8}  verdict",
-        "bytes", "A", "B", "B/A", "± CI", "t"
+        "{:>9}{} {:>12} {:>12} {:>8} {:>17} {:>8}  verdict",
+        "bytes",
+        if rates {
+            format!(" {:>9}", "offered")
+        } else {
+            String::new()
+        },
+        "A",
+        "B",
+        "B/A",
+        "95% interval",
+        "t"
     );
     for r in &mc.rows {
+        let interval = if r.ratio_low.is_finite() && r.ratio_high.is_finite() {
+            format!("[{:.3}, {:.3}]", r.ratio_low, r.ratio_high)
+        } else {
+            "-".into()
+        };
+        let rate = match r.offered_rate {
+            Some(x) if rates => format!(" {:>9}", format!("{}/s", load::si(x))),
+            _ if rates => format!(" {:>9}", "-"),
+            _ => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:>9} {:>12} {:>12} {:>8} {:>8} {:>8}  {}",
+            "{:>9}{rate} {:>12} {:>12} {:>8} {:>17} {:>8}  {}",
             r.size,
             value(mc.metric, r.a),
             value(mc.metric, r.b),
             format!("{:.3}", r.ratio),
-            format!("{:.3}", r.ratio_ci95),
+            interval,
             r.t.map(|t| format!("{t:.1}")).unwrap_or_else(|| "-".into()),
             verdict(mc.metric, r.verdict)
         );
@@ -61,12 +84,20 @@ fn sizes(v: &[u64]) -> String {
 
 /// One comparison as text.
 pub fn render(c: &Comparison) -> String {
-    let mut out = format!("A: {} ({})\nB: {} ({})\n", c.a, c.a_file, c.b, c.b_file);
+    let mut out = String::new();
+    for mc in &c.metrics {
+        let _ = writeln!(out, "{}", mc.headline);
+    }
+    let _ = write!(
+        out,
+        "A: {} ({})\nB: {} ({})\n",
+        c.a, c.a_file, c.b, c.b_file
+    );
     for d in &c.differences {
         let _ = writeln!(out, "! {d}");
     }
     if c.metrics.is_empty() {
-        out.push_str("\nno size was measured by both runs: nothing to compare\n");
+        out.push_str("\nno point was measured by both runs: nothing to compare\n");
     }
     for mc in &c.metrics {
         table(&mut out, mc);

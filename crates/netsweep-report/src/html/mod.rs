@@ -71,20 +71,21 @@ fn comparison(c: &Comparison) -> String {
             Metric::Throughput => ("throughput, Mbit/s", units::mbps),
             Metric::Latency => ("latency (mean RTT/2), µs", units::us),
         };
-        let _ = writeln!(o, "<p><b>{what}</b></p><ul>");
+        let _ = writeln!(o, "<p><b>{what}</b>: {}</p><ul>", esc(&mc.headline));
         for s in &mc.summary {
             let _ = write!(o, "<li>{}</li>", esc(s));
         }
-        o.push_str("</ul>\n<table class=\"compare\"><tr><th>bytes</th><th>A</th><th>B</th><th>B/A</th><th>± CI</th><th>Welch t</th><th>verdict</th></tr>\n");
+        o.push_str("</ul>\n<table class=\"compare\"><tr><th>bytes</th><th>A</th><th>B</th><th>B/A</th><th>95% interval</th><th>t</th><th>verdict</th></tr>\n");
         for r in &mc.rows {
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}–{:.3}</td><td>{}</td><td>{}</td></tr>",
                 r.size,
                 fmt(r.a),
                 fmt(r.b),
                 r.ratio,
-                r.ratio_ci95,
+                r.ratio_low,
+                r.ratio_high,
                 r.t.map(|t| format!("{t:.1}")).unwrap_or_else(|| "-".into()),
                 r.verdict.name()
             );
@@ -103,7 +104,14 @@ fn comparison(c: &Comparison) -> String {
 /// The comparisons of every run against the first.
 pub fn comparisons(runs: &[Named<'_>], labels: &[String]) -> Vec<Comparison> {
     (1..runs.len())
-        .map(|i| compare::compare(runs[0], runs[i], (&labels[0], &labels[i])))
+        .map(|i| {
+            compare::compare(
+                runs[0],
+                runs[i],
+                (&labels[0], &labels[i]),
+                compare::DEFAULT_NOISE,
+            )
+        })
         .collect()
 }
 
