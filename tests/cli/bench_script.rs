@@ -34,6 +34,7 @@ fn bench_python_scripts_compile() {
         "bench/flows.py",
         "bench/loopback-cliff.py",
         "bench/stream-counters.py",
+        "bench/calibration.py",
     ] {
         let src = std::fs::read_to_string(root().join(script)).expect(script);
         // compile() parses without writing __pycache__ into the tree.
