@@ -213,6 +213,14 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30, value_name = "N")]
     pub max_trials: u32,
 
+    /// Visit every size in N passes (1..=10): after the sweep, each further pass re-measures
+    /// every size in a perturbed order with --min-trials trials, and each point's interval is
+    /// widened to the spread of its passes' means, so a slow episode of the host shows in the
+    /// interval instead of hiding in one point. Sweeps of sizes only (not --rates, --refine's
+    /// extra sizes).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub passes: u32,
+
     /// After the sweep, re-measure finely where suspected dips and cliffs have their edges
     /// (a dip's measured inside is not re-measured; at most 256 extra sizes), then detect
     /// again on all points.

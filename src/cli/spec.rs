@@ -48,6 +48,7 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.timeout_ns = a.timeout.as_nanos() as u64;
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
+    spec.passes = a.passes;
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
     spec.reverse = a.reverse;

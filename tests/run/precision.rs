@@ -194,3 +194,49 @@ fn stalled_round_trips_do_not_move_a_pingpong_trial_figure() {
         "stalls should show in the mean: {mean} vs p50 {p50}"
     );
 }
+
+#[test]
+fn passes_visit_every_size_again_and_their_spread_is_in_the_interval() {
+    // Issue 39 item 1: --passes 3 visits each size three times (down, then up again); every
+    // point's note lists its three means, and its interval is at least their spread.
+    let d = scratch("passes");
+    let out = d.join("r.json");
+    let (o, r) = crate::common::run_json(&out, &["--sizes", "1,1k,64k", "--passes", "3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(r["spec"]["passes"], 3);
+    let points = r["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "passes add no points");
+    for p in points {
+        let note = p["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|n| n.starts_with("3 passes: "))
+            .unwrap_or_else(|| panic!("no passes note: {p}"));
+        let means: Vec<f64> = note["3 passes: ".len()..]
+            .split(" Mbit/s")
+            .next()
+            .unwrap()
+            .split(", ")
+            .map(|m| m.parse().unwrap())
+            .collect();
+        assert_eq!(means.len(), 3, "{note}");
+        assert!(means.iter().all(|m| *m > 0.0), "{note}");
+        let spread = netsweep_model::stats::ci95(&means).unwrap().half_width;
+        let ci = p["throughput_mbps"]["ci95"].as_f64().unwrap();
+        // The note prints four decimals: allow for its rounding.
+        assert!(
+            ci >= spread * 0.99,
+            "ci {ci} below the passes' {spread}: {p}"
+        );
+    }
+    // An impossible count is a usage error.
+    let o = run(&["run", "--no-save", "--passes", "0"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -12,6 +12,7 @@ pub mod flows;
 pub mod kernel;
 pub mod load;
 pub mod mesh;
+pub mod passes;
 pub mod results;
 pub mod schema;
 pub mod sizes;

@@ -346,6 +346,13 @@ pub const MAX_INTERVALS: u64 = 10_000;
 /// (tested). The client takes no more than this from a peer's report either.
 pub const MAX_INTERVAL_BUCKETS: u64 = 2 * MAX_INTERVALS + 64;
 
+fn one_pass() -> u32 {
+    1
+}
+
+/// Most passes one run makes over its sizes.
+pub const MAX_PASSES: u32 = 10;
+
 /// A whole run: one configuration swept over message sizes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunSpec {
@@ -371,6 +378,13 @@ pub struct RunSpec {
     pub max_trials: u32,
     /// Time budget of one point, nanoseconds; the point stops when it is spent.
     pub max_point_time_ns: u64,
+    /// How many passes visit every size (`--passes`): the first measures each point as its
+    /// stop rule says; each later one re-measures every size, in a perturbed order, with
+    /// `min_trials` trials, and a point's interval is widened to the spread of its passes'
+    /// means (a host episode lands on different sizes in different passes). 1 (files
+    /// written before passes existed) is the sweep of one pass.
+    #[serde(default = "one_pass")]
+    pub passes: u32,
     /// Whether each point starts with an untimed warm-up trial.
     pub warmup: bool,
     /// Stop the sweep once one transfer takes longer than this, nanoseconds (0: never).
@@ -455,6 +469,7 @@ impl RunSpec {
             min_trials: 3,
             max_trials: 30,
             max_point_time_ns: 300_000_000,
+            passes: 1,
             warmup: true,
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,
@@ -571,6 +586,12 @@ impl RunSpec {
         }
         if self.min_trials < 2 || self.max_trials < self.min_trials {
             return Err("need --min-trials ≥ 2 and --max-trials ≥ --min-trials".into());
+        }
+        if !(1..=MAX_PASSES).contains(&self.passes) {
+            return Err(format!(
+                "--passes {} is outside 1..={MAX_PASSES}",
+                self.passes
+            ));
         }
         if self.trial_time_ns == 0 || self.timeout_ns == 0 || self.max_point_time_ns == 0 {
             return Err("--trial-time, --max-point-time and --timeout must be above zero".into());

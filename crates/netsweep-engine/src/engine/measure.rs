@@ -50,8 +50,22 @@ impl<'a, P: Peer + ?Sized> Measurer<'a, P> {
     /// Measures one point: the pattern readies it, warm-up trials calibrate it, timed
     /// trials run until the stop rule, and the pattern folds them into the point.
     pub(super) fn point(&mut self, size: u64) -> Result<PointResult, NetError> {
+        self.point_with(size, self.spec.max_trials)
+    }
+
+    /// A later pass's visit of a point (`--passes`): the same loop, stopped after
+    /// `--min-trials` trials.
+    pub(super) fn revisit(&mut self, size: u64) -> Result<PointResult, NetError> {
+        self.point_with(size, self.spec.min_trials)
+    }
+
+    fn point_with(&mut self, size: u64, max_trials: u32) -> Result<PointResult, NetError> {
         let point_start = Instant::now();
         let spec = self.spec;
+        let stop_rule = RunSpec {
+            max_trials: max_trials.max(spec.min_trials),
+            ..spec.clone()
+        };
         self.pattern.begin_point(spec, size)?;
         self.peer.begin_point();
         let mut tally = Tally::new(point_start);
@@ -76,7 +90,7 @@ impl<'a, P: Peer + ?Sized> Measurer<'a, P> {
             self.pattern.fold(&out)?;
             tally.add(&out.client, &out.server, out.wall_ns, note);
             let samples = self.pattern.samples();
-            if let Some(reason) = should_stop(spec, samples, point_start.elapsed(), budget) {
+            if let Some(reason) = should_stop(&stop_rule, samples, point_start.elapsed(), budget) {
                 break reason;
             }
         };

@@ -262,6 +262,9 @@ fn measure_all<P: Peer + ?Sized>(
     } else {
         sweep_rates(m, rates, result, sink, interrupt)
     };
+    if error.is_none() && spec.passes > 1 && rates.is_empty() {
+        error = revisit(m, result, sink, interrupt);
+    }
     if let Some(g) = m.pattern.learnt_granted() {
         // Knobs the pattern learnt on its first point (crr: on its first connection).
         let cpu = result.granted.client.cpu;
@@ -286,6 +289,64 @@ fn measure_all<P: Peer + ?Sized>(
                 None => note,
             });
         }
+    }
+    error
+}
+
+/// `--passes`: visits every measured point again in each later pass, in that pass's perturbed
+/// order, with `--min-trials` trials, then folds the passes' means into each point's interval
+/// (`netsweep_model::passes`). An error stops the passes; what they measured is still folded.
+fn revisit<P: Peer + ?Sized>(
+    m: &mut Measurer<'_, P>,
+    result: &mut RunResult,
+    sink: &mut dyn RunSink,
+    interrupt: &AtomicBool,
+) -> Option<NetError> {
+    let passes = m.spec().passes;
+    let n = result.points.len();
+    let mut throughput: Vec<Vec<f64>> = result
+        .points
+        .iter()
+        .map(|p| vec![p.throughput_mbps.mean])
+        .collect();
+    let mut half_rtt: Vec<Vec<f64>> = result
+        .points
+        .iter()
+        .map(|p| {
+            p.latency
+                .map(|l| vec![l.half_rtt_ns.mean])
+                .unwrap_or_default()
+        })
+        .collect();
+    let mut error = None;
+    'passes: for pass in 1..passes {
+        for i in netsweep_model::passes::order(n, pass) {
+            if interrupt.load(Ordering::Relaxed) {
+                error = Some(NetError::Interrupted);
+                break 'passes;
+            }
+            if let Some(why) = sink.stop() {
+                error = Some(NetError::Output(why));
+                break 'passes;
+            }
+            let size = result.points[i].size;
+            sink.measuring(i, size);
+            match m.revisit(size) {
+                Ok(p) => {
+                    throughput[i].push(p.throughput_mbps.mean);
+                    if let Some(l) = p.latency {
+                        half_rtt[i].push(l.half_rtt_ns.mean);
+                    }
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break 'passes;
+                }
+            }
+        }
+    }
+    for (i, p) in result.points.iter_mut().enumerate() {
+        netsweep_model::passes::fold(p, &throughput[i], &half_rtt[i]);
     }
     error
 }
