@@ -516,7 +516,8 @@ pub struct RunSummary {
     pub peak_mbps: f64,
     /// Message size of that point, bytes (0 when no point had a rate).
     pub peak_at_size: u64,
-    /// Smallest median latency (RTT/2) over the points, ns; `None` without pingpong points.
+    /// Smallest median latency over the points, ns: RTT/2, except a rate run's, which is its
+    /// requests' round trip (from the intended send time); `None` without latency points.
     pub min_latency_ns: Option<f64>,
     /// Message size of that point, bytes.
     pub min_latency_at_size: Option<u64>,
@@ -540,7 +541,11 @@ impl RunResult {
                 s.peak_at_size = p.size;
             }
             if let Some(l) = &p.latency {
-                let v = l.half_rtt_ns.p50;
+                let v = if self.spec.pattern == crate::spec::Pattern::Rate {
+                    l.rtt_ns.p50
+                } else {
+                    l.half_rtt_ns.p50
+                };
                 if s.min_latency_ns.is_none_or(|m| v < m) {
                     s.min_latency_ns = Some(v);
                     s.min_latency_at_size = Some(p.size);

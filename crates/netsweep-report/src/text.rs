@@ -430,9 +430,15 @@ pub fn summary(run: &RunResult) -> String {
             units::size(s.peak_at_size)
         );
         if let (Some(l), Some(at)) = (s.min_latency_ns, s.min_latency_at_size) {
+            // A rate request's latency is a round trip (as its table says), pingpong's RTT/2.
+            let what = if run.spec.pattern == Pattern::Rate {
+                "round trip"
+            } else {
+                "RTT/2"
+            };
             let _ = write!(
                 out,
-                " · smallest latency {} µs (RTT/2, p50) at {}",
+                " · smallest latency {} µs ({what}, p50) at {}",
                 units::us(l),
                 units::size(at)
             );
@@ -539,6 +545,27 @@ mod tests {
                 "* memory at {a}: opening 4 flows took 12 KiB\n* a note without a colon at {b}\n"
             )
         );
+    }
+
+    #[test]
+    fn a_rate_runs_summary_latency_is_its_round_trip_and_says_so() {
+        let mut run: RunResult =
+            serde_json::from_str(include_str!("../../../tests/golden/tcp-pingpong.json")).unwrap();
+        run.points.truncate(1);
+        let l = run.points[0].latency.as_mut().unwrap();
+        (l.rtt_ns.p50, l.half_rtt_ns.p50) = (27_900.0, 13_950.0);
+        run.spec.pattern = Pattern::Rate;
+        run.summarise(1);
+        let s = summary(&run);
+        assert!(
+            s.contains("smallest latency 27.9 µs (round trip, p50)"),
+            "{s}"
+        );
+        run.spec.pattern = Pattern::Pingpong;
+        run.summarise(1);
+        let s = summary(&run);
+        assert!(s.contains("smallest latency 13.9"), "{s}");
+        assert!(s.contains("(RTT/2, p50)"), "{s}");
     }
 
     #[test]
