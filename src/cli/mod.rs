@@ -12,6 +12,7 @@ mod lab;
 pub mod parse;
 mod serve;
 pub mod spec;
+pub mod typo;
 pub mod values;
 
 pub use crate::cli::lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
