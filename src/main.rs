@@ -17,7 +17,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    if let Some(msg) = cli::typo::misspelt_subcommand(&args) {
+    let typo = cli::typo::misspelt_subcommand(&args);
+    if let Some(msg) = typo.or_else(|| cli::typo::negative_number(&args)) {
         eprintln!("netsweep: {msg}");
         return ExitCode::from(2);
     }

@@ -1,7 +1,8 @@
 //! A misspelt subcommand (`netsweep lsit`, `netsweep reprot x.json`): without this it would
 //! be taken for the HOST of the default `run` and looked up in DNS, or confuse clap. A first
 //! word that is not a subcommand but is within two edits of one, and does not look like an
-//! address, is refused with the subcommand it was likely meant to be.
+//! address, is refused with the subcommand it was likely meant to be; a negative number, which
+//! clap would take for a flag, is refused with its option.
 
 use clap::CommandFactory;
 
@@ -32,6 +33,33 @@ pub fn misspelt_subcommand(args: &[String]) -> Option<String> {
          '{word}', write `netsweep run {word}`)",
         best.1
     ))
+}
+
+/// The message for a negative number among the options (`--sizes -5`): clap would take it
+/// for a flag and suggest `-- -5`, which makes it the HOST. No option takes one.
+pub fn negative_number(args: &[String]) -> Option<String> {
+    if args.get(1).is_some_and(|a| a == "lab") && args.iter().any(|a| a == "exec") {
+        return None;
+    }
+    let mut prev = "";
+    for a in args.iter().skip(1) {
+        if a == "--" {
+            return None;
+        }
+        let mut c = a.chars();
+        if c.next() == Some('-') && c.next().is_some_and(|d| d.is_ascii_digit() || d == '.') {
+            let at = if prev.starts_with('-') {
+                format!(" for {prev}")
+            } else {
+                String::new()
+            };
+            return Some(format!(
+                "negative value '{a}'{at}: sizes, times, rates and counts are never negative"
+            ));
+        }
+        prev = a;
+    }
+    None
 }
 
 /// Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`.
@@ -81,5 +109,25 @@ mod tests {
         assert_eq!(check(&["-p", "rate"]), None);
         assert_eq!(check(&["storage-host"]), None);
         assert_eq!(check(&[]), None);
+    }
+
+    #[test]
+    fn a_negative_number_is_named_with_its_option() {
+        let v = |w: &[&str]| -> Vec<String> {
+            std::iter::once("netsweep")
+                .chain(w.iter().copied())
+                .map(String::from)
+                .collect()
+        };
+        let m = negative_number(&v(&["run", "--sizes", "-5"])).unwrap();
+        assert!(m.contains("'-5' for --sizes"), "{m}");
+        assert_eq!(
+            negative_number(&v(&["run", "--sizes", "5", "-p", "rate"])),
+            None
+        );
+        assert_eq!(
+            negative_number(&v(&["lab", "exec", "h1", "--", "ping", "-5"])),
+            None
+        );
     }
 }

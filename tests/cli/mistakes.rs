@@ -21,3 +21,53 @@ fn a_misspelt_subcommand_is_suggested_not_looked_up() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("did you mean 'report'"), "{err}");
 }
+
+#[test]
+fn misleading_messages_name_the_real_mistake() {
+    let (code, err) = netsweep(&["run", "--sizes", "10..1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("start is above end"), "{err}");
+    let (code, err) = netsweep(&["run", "--sizes", "-5"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("negative value '-5' for --sizes") && !err.contains("-- -5"),
+        "{err}"
+    );
+    let (code, err) = netsweep(&["exporter", "--listen", "bogus"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not an address") && !err.contains("another exporter"),
+        "{err}"
+    );
+    let (code, err) = netsweep(&["man", "--dir", "/etc/passwd"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not a directory") && !err.contains("mkdir"),
+        "{err}"
+    );
+    let (code, err) = netsweep(&["serve", "--max-rate", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("carries nothing") && !err.contains("\"0mbit\""),
+        "{err}"
+    );
+    let (code, err) = netsweep(&["lab", "up", "/nonexistent-netsweep-40.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("check the path"), "{err}");
+}
+
+#[test]
+fn a_results_file_without_points_says_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = include_str!("../golden/tcp-pingpong.json");
+    let mut v: serde_json::Value = serde_json::from_str(golden).unwrap();
+    v.as_object_mut().unwrap().remove("points");
+    let f = dir.path().join("nop.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    let (code, err) = netsweep(&["report", f.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("missing field `points`") && !err.contains("not JSON"),
+        "{err}"
+    );
+}

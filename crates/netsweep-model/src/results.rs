@@ -559,9 +559,13 @@ impl RunResult {
 /// Why a results file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The text is not JSON, or its fields do not match the model.
+    /// The text is not JSON.
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// JSON of the right schema whose fields do not match the model (one missing, one of
+    /// the wrong type): says which.
+    #[error("a results file with a field missing or wrong: {0}")]
+    Fields(serde_json::Error),
     /// The `schema` field is missing or is not [`SCHEMA`].
     #[error("not a netsweep results file (schema is {0:?}, expected \"netsweep-result\")")]
     Schema(String),
@@ -586,7 +590,7 @@ pub fn load(text: &str) -> Result<RunResult, LoadError> {
     if version > SCHEMA_VERSION {
         return Err(LoadError::TooNew(version));
     }
-    Ok(serde_json::from_value(v)?)
+    serde_json::from_value(v).map_err(LoadError::Fields)
 }
 
 #[cfg(test)]
