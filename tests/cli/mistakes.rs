@@ -71,3 +71,24 @@ fn a_results_file_without_points_says_what_is_missing() {
         "{err}"
     );
 }
+
+/// Limits under which no client could be served are refused before the server listens.
+#[test]
+fn serve_refuses_limits_that_serve_nothing_at_startup() {
+    for (args, says) in [
+        (&["--max-size", "0"][..], "--max-size 0"),
+        (&["--max-memory", "1"][..], "no session fits"),
+        (&["--max-session-memory", "1k"][..], "no session fits"),
+        (
+            &["--iperf3", "0", "--iperf3-results", "/proc"][..],
+            "cannot write there",
+        ),
+    ] {
+        let mut a = vec!["serve", "--port", "0"];
+        a.extend_from_slice(args);
+        let (code, err) = netsweep(&a);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("listening"), "{args:?}: {err}");
+    }
+}
