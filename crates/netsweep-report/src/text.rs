@@ -173,7 +173,13 @@ fn flags(p: &PointResult) -> String {
     }
     // The row names each note; its text is said once, under the table (see [`notes`]).
     // Refused sends are the row's own figures: said in full on the row.
-    let mut notes: Vec<String> = p.notes.iter().map(|n| note_label(n).to_string()).collect();
+    // Each label once: bidir's two directions can note the same thing.
+    let mut notes: Vec<String> = Vec::new();
+    for label in p.notes.iter().map(|n| note_label(n)) {
+        if !notes.iter().any(|n| n == label) {
+            notes.push(label.to_string());
+        }
+    }
     for (side, t) in [("client", &p.client), ("server", &p.server)] {
         if let Some(n) = refused_note(side, &t.send_errors) {
             notes.push(n);
@@ -202,6 +208,8 @@ pub fn notes(run: &RunResult) -> String {
         for n in &p.notes {
             let label = note_label(n);
             match groups.iter_mut().find(|g| g.0 == label) {
+                // A size once, however many of its point's notes share the label.
+                Some(g) if g.2.contains(&p.size) => {}
                 Some(g) => g.2.push(p.size),
                 None => groups.push((label, n, vec![p.size])),
             }
@@ -422,7 +430,14 @@ fn flow_cells(f: &netsweep_model::flows::FlowFigures) -> String {
 /// The closing summary.
 pub fn summary(run: &RunResult) -> String {
     let mut out = String::new();
-    if let Some(s) = &run.summary {
+    if let Some(s) = run.summary.as_ref().filter(|s| s.points == 0) {
+        // Nothing measured: no peak of 0 Mbit/s "at 0 B".
+        let _ = writeln!(
+            out,
+            "no points measured · {:.1} s",
+            s.elapsed_ns as f64 / 1e9
+        );
+    } else if let Some(s) = &run.summary {
         let _ = write!(
             out,
             "peak {} Mbit/s at {}",
@@ -566,6 +581,27 @@ mod tests {
         let s = summary(&run);
         assert!(s.contains("smallest latency 13.9"), "{s}");
         assert!(s.contains("(RTT/2, p50)"), "{s}");
+    }
+
+    #[test]
+    fn a_run_without_points_and_a_note_said_twice_make_no_junk() {
+        let mut run: RunResult =
+            serde_json::from_str(include_str!("../../../tests/golden/tcp-pingpong.json")).unwrap();
+        let pts = std::mem::take(&mut run.points);
+        run.summarise(2_000_000_000);
+        let s = summary(&run);
+        assert!(s.starts_with("no points measured · 2.0 s"), "{s}");
+        assert!(!s.contains("peak"), "{s}");
+        // Bidir's two directions each note an overflow at the same size.
+        run.points = pts;
+        run.points.truncate(1);
+        let o = "receive buffer overflowed: the server's socket dropped 3 datagrams".to_string();
+        run.points[0].notes = vec![o.clone(), o];
+        let row = row(&run.spec, &run.points[0]);
+        assert_eq!(row.matches("receive buffer overflowed").count(), 1, "{row}");
+        let n = notes(&run);
+        assert!(n.contains("* receive buffer overflowed at "), "{n}");
+        assert!(!n.contains("2 sizes"), "{n}");
     }
 
     #[test]
