@@ -92,3 +92,23 @@ fn serve_refuses_limits_that_serve_nothing_at_startup() {
         assert!(!err.contains("listening"), "{args:?}: {err}");
     }
 }
+
+/// An output path under directories that do not exist yet: they are made, and said so.
+#[test]
+fn a_missing_output_directory_is_created_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/tcp-pingpong.json"
+    );
+    let out = dir.path().join("new/sub/report.html");
+    let (code, err) = netsweep(&["report", golden, "--html", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.is_file());
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("creating directory"))
+        .collect();
+    assert_eq!(said.len(), 1, "{err}");
+    assert!(said[0].contains("new/sub"), "{err}");
+}

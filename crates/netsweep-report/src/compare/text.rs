@@ -44,9 +44,10 @@ fn table(out: &mut String, mc: &MetricComparison) {
             r.size,
             value(mc.metric, r.a),
             value(mc.metric, r.b),
-            format!("{:.3}", r.ratio),
-            format!("{:.3}", r.ratio_ci95),
-            r.t.map(|t| format!("{t:.1}")).unwrap_or_else(|| "-".into()),
+            units::fixed3(r.ratio),
+            units::fixed3(r.ratio_ci95),
+            r.t.map(|t| units::huge(t).unwrap_or_else(|| format!("{t:.1}")))
+                .unwrap_or_else(|| "-".into()),
             verdict(mc.metric, r.verdict)
         );
     }
