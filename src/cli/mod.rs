@@ -139,8 +139,10 @@ pub struct RunArgs {
 
     /// Traffic pattern: pingpong (timed round trips), stream (one way, client to server — or
     /// server to client with --reverse; both ends count), crr (connect, request, response,
-    /// close) or bidir (both ways at once on one connection, each direction counted on its
-    /// own; tcp, mptcp, unix-stream, udp, unix-dgram with --api basic).
+    /// close), bidir (both ways at once on one connection, each direction counted on its
+    /// own; tcp, mptcp, unix-stream, udp, unix-dgram with --api basic) or rate (open-loop
+    /// requests on a schedule at --rate: latency under load, each request's round trip from
+    /// its intended send time).
     #[arg(short, long, default_value = "pingpong")]
     pub pattern: PatternArg,
 

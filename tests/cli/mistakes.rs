@@ -112,3 +112,42 @@ fn a_missing_output_directory_is_created_and_said() {
     assert_eq!(said.len(), 1, "{err}");
     assert!(said[0].contains("new/sub"), "{err}");
 }
+
+/// The usage line of `netsweep ARGS --help`.
+fn usage(args: &[&str]) -> String {
+    let mut a = args.to_vec();
+    a.push("--help");
+    let o = Command::new(bin()).args(&a).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    out.lines()
+        .find(|l| l.starts_with("Usage:"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// docs/lab.md's commands and the README's promises against the command line.
+#[test]
+fn the_docs_say_what_the_command_line_takes() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let lab = std::fs::read_to_string(format!("{root}/docs/lab.md")).unwrap();
+    // `lab show` takes no argument; `lab exec` picks a lab with --id.
+    assert_eq!(usage(&["lab", "show"]), "Usage: netsweep lab show");
+    assert!(lab.contains("| `netsweep lab show` |"), "docs/lab.md");
+    assert!(usage(&["lab", "exec"]).contains("[OPTIONS] <HOST> -- <ARGV>..."));
+    assert!(lab.contains("`netsweep lab exec [--id RUN_ID] HOST -- CMD…`"));
+    assert!(!lab.contains("lab exec [RUN_ID]") && !lab.contains("lab show [RUN_ID]"));
+    // -p's help names every pattern it takes, rate included.
+    let help = Command::new(bin())
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let p = &help[help.find("--pattern").unwrap()..help.find("-R, --reverse").unwrap()];
+    let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(p.contains(") or rate ("), "{p}");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    assert!(!readme.contains("<this repository's URL>"));
+    assert!(!readme.contains("20–25 s"));
+    let prio = readme.find("--priority 6 --background").unwrap();
+    assert!(readme[prio.saturating_sub(300)..prio].contains("serve --allow priority"));
+}
