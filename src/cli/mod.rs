@@ -203,8 +203,7 @@ pub struct RunArgs {
     pub precision: f64,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is
-    /// marked. [default: 300ms; with -p rate and no --trial-time, room for
-    /// --min-trials trials]
+    /// marked. [default: 300ms; with -p rate, room for --min-trials trials]
     #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_point_time: Option<Duration>,
 

@@ -127,7 +127,9 @@ pub fn long_run_warning(spec: &RunSpec) -> Option<String> {
 /// the budget lets --min-trials of them run.
 fn set_trial_times(a: &RunArgs, spec: &mut RunSpec) {
     let ns = |d: Duration| d.as_nanos() as u64;
-    let rate_default = a.trial_time.is_none() && spec.load.is_some();
+    // A rate point's budget holds --min-trials trials whether or not --trial-time is given
+    // (`--trial-time 1s` in a 300 ms budget made the probe one trial, with no interval).
+    let rate_default = spec.load.is_some();
     match (a.trial_time, &spec.load) {
         (Some(t), _) => spec.trial_time_ns = ns(t),
         (None, Some(load)) => spec.trial_time_ns = load.default_trial_ns(&spec.sizes),
@@ -295,5 +297,13 @@ mod tests {
             None
         );
         assert_eq!(long_run_warning(&spec(&[]).unwrap()), None);
+    }
+
+    #[test]
+    fn a_rate_probe_with_a_trial_time_has_room_for_its_trials() {
+        let s = spec(&["-p", "rate", "--rate", "200", "--trial-time", "1s"]).unwrap();
+        assert_eq!(s.max_point_time_ns, 3_000_000_000);
+        let s = spec(&["-p", "rate", "--rate", "200", "--max-point-time", "1s"]).unwrap();
+        assert_eq!(s.max_point_time_ns, 1_000_000_000);
     }
 }
