@@ -151,3 +151,42 @@ fn the_docs_say_what_the_command_line_takes() {
     let prio = readme.find("--priority 6 --background").unwrap();
     assert!(readme[prio.saturating_sub(300)..prio].contains("serve --allow priority"));
 }
+
+/// A rate far beyond the path with long trials: Ctrl-C ends the run at once, not at the end
+/// of the trial in progress (issue 40: it used to need SIGKILL).
+#[test]
+fn ctrl_c_ends_a_hopeless_rate_trial_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut child = Command::new(bin())
+        .args(["run", "-p", "rate", "--rate", "1e12", "--sizes", "64"])
+        .args(["--trial-time", "5s", "-o", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sent = std::time::Instant::now();
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > std::time::Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("still running 15 s after SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "{took:?} after SIGINT"
+    );
+    let saved = std::fs::read_to_string(&out).unwrap();
+    assert!(saved.contains("\"interrupted\""), "{saved}");
+}

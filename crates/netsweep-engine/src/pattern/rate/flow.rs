@@ -308,7 +308,7 @@ impl Machine for Scheduling {
             let now = self
                 .epoch
                 .map_or(0, |e| now.saturating_duration_since(e).as_nanos() as u64);
-            if now >= super::deadline_ns(self.s.duration_ns) {
+            if now >= super::deadline_ns(self.s.duration_ns) || crate::stop::requested() {
                 self.s.cut_at_deadline();
             }
             for i in 0..self.s.flows.len() {

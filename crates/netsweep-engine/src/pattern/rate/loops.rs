@@ -203,7 +203,7 @@ pub(super) fn sender(
         if due >= plan.duration_ns {
             break;
         }
-        if since(plan.epoch) >= super::deadline_ns(plan.duration_ns) {
+        if since(plan.epoch) >= super::deadline_ns(plan.duration_ns) || crate::stop::requested() {
             // The trial's deadline, whatever the schedule still owes (a rate the path cannot
             // carry must not stretch the trial): the rest is due but not sent.
             owed_from = Some(due);
