@@ -14,6 +14,14 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let typo = cli::typo::misspelt_subcommand(&args);
+    if let Some(msg) = typo.or_else(|| cli::typo::negative_number(&args)) {
+        eprintln!("netsweep: {msg}");
+        return ExitCode::from(2);
+    }
     match cmd::run(cli::Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

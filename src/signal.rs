@@ -22,6 +22,8 @@ pub fn install() -> Arc<AtomicBool> {
                 if flag.swap(true, Ordering::SeqCst) {
                     let _ = low_level::emulate_default_handler(sig);
                 }
+                // A trial's own waits look at this one (a rate sender ends its trial now).
+                netsweep_engine::stop::request();
             })
         };
         if let Err(e) = r {

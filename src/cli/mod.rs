@@ -12,6 +12,7 @@ mod lab;
 pub mod parse;
 mod serve;
 pub mod spec;
+pub mod typo;
 pub mod values;
 
 pub use crate::cli::lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
@@ -138,8 +139,10 @@ pub struct RunArgs {
 
     /// Traffic pattern: pingpong (timed round trips), stream (one way, client to server — or
     /// server to client with --reverse; both ends count), crr (connect, request, response,
-    /// close) or bidir (both ways at once on one connection, each direction counted on its
-    /// own; tcp, mptcp, unix-stream, udp, unix-dgram with --api basic).
+    /// close), bidir (both ways at once on one connection, each direction counted on its
+    /// own; tcp, mptcp, unix-stream, udp, unix-dgram with --api basic) or rate (open-loop
+    /// requests on a schedule at --rate: latency under load, each request's round trip from
+    /// its intended send time).
     #[arg(short, long, default_value = "pingpong")]
     pub pattern: PatternArg,
 
@@ -200,8 +203,7 @@ pub struct RunArgs {
     pub precision: f64,
 
     /// Time budget of one point; a point that has not met --precision by then stops and is
-    /// marked. [default: 300ms; with -p rate and no --trial-time, room for
-    /// --min-trials trials]
+    /// marked. [default: 300ms; with -p rate, room for --min-trials trials]
     #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_point_time: Option<Duration>,
 

@@ -67,6 +67,7 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
         default_placement(&mut spec);
     }
     spec.validate(d)?;
+    check_points(&spec)?;
     spec.background = a.background.clone();
     for b in &spec.background {
         let flow = b.session_spec(&spec);
@@ -77,6 +78,48 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     Ok(spec)
 }
 
+/// A run estimated (points × the point's time budget, plus its warm-up trial) to take longer
+/// than this is said so before it starts.
+const LONG_RUN_NS: u64 = 10 * 60 * 1_000_000_000;
+
+/// Most points one run may have: beyond it the sweep is refused (at the default 300 ms
+/// budget, 20 000 points are 100 minutes; 78 095 sizes of `1..8M:*1.0001` are 6.5 hours).
+pub const MAX_POINTS: usize = 20_000;
+
+/// The points of a run: its sizes, times the offered loads of a `--rates` sweep.
+fn points(spec: &RunSpec) -> usize {
+    let rates = spec.load.as_ref().map_or(0, |l| l.rates.len()).max(1);
+    spec.sizes.len().saturating_mul(rates)
+}
+
+/// Refuses a run of more than [`MAX_POINTS`] points, naming the fix.
+fn check_points(spec: &RunSpec) -> Result<(), String> {
+    let n = points(spec);
+    if n > MAX_POINTS {
+        return Err(format!(
+            "{n} points ('{}'): more than {MAX_POINTS} in one run (hours at the point budget):              use larger steps (e.g. :*2 or :+1k) or a narrower range",
+            spec.sizes_spec
+        ));
+    }
+    Ok(())
+}
+
+/// A warning for a run estimated to last over ten minutes, before it starts.
+pub fn long_run_warning(spec: &RunSpec) -> Option<String> {
+    let n = points(spec) as u64;
+    let per_point =
+        spec.max_point_time_ns
+            .saturating_add(if spec.warmup { spec.trial_time_ns } else { 0 });
+    let est = n.saturating_mul(per_point);
+    (est > LONG_RUN_NS).then(|| {
+        format!(
+            "this run has {n} points of up to {:.1} s each: about {:.0} minutes; use larger              steps in --sizes or a smaller --max-point-time for a shorter one (Ctrl-C keeps              the points measured)",
+            per_point as f64 / 1e9,
+            est as f64 / 60e9
+        )
+    })
+}
+
 /// Sets the trial time and the point budget from the flags; without them the spec keeps
 /// `RunSpec::new`'s defaults — except a rate run's. A rate point's stop-rule sample, the
 /// delivered rate, follows the offered one and meets any precision at once, so the trial
@@ -85,7 +128,9 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
 /// the budget lets --min-trials of them run.
 fn set_trial_times(a: &RunArgs, spec: &mut RunSpec) {
     let ns = |d: Duration| d.as_nanos() as u64;
-    let rate_default = a.trial_time.is_none() && spec.load.is_some();
+    // A rate point's budget holds --min-trials trials whether or not --trial-time is given
+    // (`--trial-time 1s` in a 300 ms budget made the probe one trial, with no interval).
+    let rate_default = spec.load.is_some();
     match (a.trial_time, &spec.load) {
         (Some(t), _) => spec.trial_time_ns = ns(t),
         (None, Some(load)) => spec.trial_time_ns = load.default_trial_ns(&spec.sizes),
@@ -226,5 +271,40 @@ pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, Stri
             build(&a, family)
         }
         _ => Err("not a run".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(args: &[&str]) -> Result<RunSpec, String> {
+        check_args(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_sweep_of_hours_is_refused_and_one_over_ten_minutes_is_said() {
+        let e = spec(&["--sizes", "1..8M:*1.0001"]).unwrap_err();
+        assert!(
+            e.contains("78095 points") && e.contains("use larger steps"),
+            "{e}"
+        );
+        // 4000 points of 300 ms plus a 20 ms warm-up: about 21 minutes.
+        let s = spec(&["--sizes", "1..4000:+1"]).unwrap();
+        let w = long_run_warning(&s).unwrap();
+        assert!(w.contains("4000 points") && w.contains("21 minutes"), "{w}");
+        assert_eq!(
+            long_run_warning(&spec(&["--sizes", "1..1000:+1"]).unwrap()),
+            None
+        );
+        assert_eq!(long_run_warning(&spec(&[]).unwrap()), None);
+    }
+
+    #[test]
+    fn a_rate_probe_with_a_trial_time_has_room_for_its_trials() {
+        let s = spec(&["-p", "rate", "--rate", "200", "--trial-time", "1s"]).unwrap();
+        assert_eq!(s.max_point_time_ns, 3_000_000_000);
+        let s = spec(&["-p", "rate", "--rate", "200", "--max-point-time", "1s"]).unwrap();
+        assert_eq!(s.max_point_time_ns, 1_000_000_000);
     }
 }

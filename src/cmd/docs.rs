@@ -33,6 +33,9 @@ pub fn man(a: ManArgs) -> Result {
                 eprintln!("{n} man pages written to {dir}");
                 Ok(ExitCode::SUCCESS)
             }
+            Err(_) if Path::new(dir).exists() && !Path::new(dir).is_dir() => Err(Error::usage(
+                format!("--dir {dir}: not a directory (name a directory to write the pages into)"),
+            )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::usage(format!(
                 "--dir {dir}: no such directory (create it first, e.g. mkdir -p {dir})"
             ))),

@@ -16,6 +16,7 @@ use crate::signal;
 use query::{Probe, ProbeLimits, MAX_QUERY};
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
+use std::net::ToSocketAddrs;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -60,6 +61,13 @@ const OUTCOMES: [&str; 5] = ["success", "failure", "cached", "busy", "invalid"];
 
 /// Serves probes and `/metrics` until SIGTERM or Ctrl-C.
 pub fn main(a: ExporterArgs) -> Result {
+    // An address that does not parse is a usage error, not a port someone else holds.
+    if a.listen.to_socket_addrs().is_err() {
+        return Err(Error::usage(format!(
+            "--listen {}: not an address: write HOST:PORT, e.g. 127.0.0.1:9469 or [::]:9469",
+            a.listen
+        )));
+    }
     let server = Arc::new(Server::http(a.listen.as_str()).map_err(|e| {
         Error::failed(format!(
             "cannot listen on {}: {e} (is another exporter using the port? try --listen)",

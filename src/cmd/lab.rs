@@ -23,8 +23,12 @@ impl From<LabError> for Error {
 /// Loads a topology from a topology file or a scenario file.
 pub fn load_topology(file: &str) -> std::result::Result<Topology, LabError> {
     let path = Path::new(file);
-    let text =
-        std::fs::read_to_string(path).map_err(|e| LabError::io(format!("reading {file}"), e))?;
+    // A file that cannot be read is a usage error (exit 2), as `scenario check` has it.
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        LabError::Usage(format!(
+            "cannot read topology file {file}: {e}: check the path"
+        ))
+    })?;
     if text.lines().any(|l| {
         l.trim_start().starts_with("[topology]") || l.trim_start().starts_with("topology =")
     }) {

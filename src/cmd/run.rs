@@ -77,6 +77,9 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
 pub fn main(a: RunArgs) -> Result {
     let family = if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 };
     let spec = crate::cli::spec::build(&a, family).map_err(Error::Usage)?;
+    if let Some(w) = crate::cli::spec::long_run_warning(&spec) {
+        eprintln!("netsweep: warning: {w}");
+    }
     let lab = match &a.lab_meta {
         None => None,
         Some(p) => Some(

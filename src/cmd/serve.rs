@@ -16,8 +16,58 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+/// Least memory a session can be served in: a couple of pages of message buffers per side
+/// and a transport's smallest rings, with room to spare. A budget below it refuses every
+/// client, so it is refused at startup instead.
+const MIN_MEMORY: u64 = 1 << 20;
+
+/// Refuses, at startup, limits under which no client could be served, and an
+/// `--iperf3-results` directory that cannot be written (found otherwise only per test, in
+/// the log).
+fn check_limits(a: &ServeArgs) -> Result<()> {
+    if a.max_size == Some(0) {
+        return Err(Error::usage(
+            "--max-size 0 would refuse every run (a message is at least 1 byte): give e.g. 1M,              or leave it out for the default 64M",
+        ));
+    }
+    for (flag, v) in [
+        ("--max-memory", a.max_memory),
+        ("--max-session-memory", a.max_session_memory),
+    ] {
+        if let Some(m) = v.filter(|&m| m < MIN_MEMORY) {
+            return Err(Error::usage(format!(
+                "{flag} {}: no session fits in under {}: give at least 1M (e.g. 256M), or leave                  it out for the default",
+                bytes(m),
+                bytes(MIN_MEMORY)
+            )));
+        }
+    }
+    if let Some(dir) = &a.iperf3_results {
+        if !dir.is_dir() {
+            return Err(Error::usage(format!(
+                "--iperf3-results {}: not a directory; create it first",
+                dir.display()
+            )));
+        }
+        let probe = dir.join(format!(".netsweep-write-check-{}", std::process::id()));
+        match std::fs::File::create(&probe) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+            }
+            Err(e) => {
+                return Err(Error::usage(format!(
+                    "--iperf3-results {}: cannot write there ({e}): give a directory this user                      can write",
+                    dir.display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Serves sessions until SIGTERM or Ctrl-C.
 pub fn main(a: ServeArgs) -> Result {
+    check_limits(&a)?;
     let auth_key = a.auth_key;
     let (ip, no_ipv6) = match &a.bind {
         Some(b) => {
@@ -47,14 +97,6 @@ pub fn main(a: ServeArgs) -> Result {
             })?,
         ),
     };
-    if let Some(dir) = &a.iperf3_results {
-        if !dir.is_dir() {
-            return Err(Error::usage(format!(
-                "--iperf3-results {}: not a directory; create it first",
-                dir.display()
-            )));
-        }
-    }
     let iperf3_at = iperf3
         .as_ref()
         .and_then(|l| l.local_addr().ok())

@@ -23,7 +23,7 @@ pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
 /// - an existing `path` keeps its permission bits; a new one gets the umask's default (0666
 ///   less the umask). When `path` is a symlink, the link is replaced, not followed.
 ///
-/// Missing directories above `path` are created.
+/// Missing directories above `path` are created, and said so on stderr (one line).
 pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>) -> io::Result<()> {
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(
@@ -35,7 +35,16 @@ pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>)
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    fs::create_dir_all(dir)?;
+    if !dir.exists() {
+        // Said, not silent: a mistyped -o, --html or --png path would otherwise build a
+        // tree of directories unnoticed (as root, anywhere).
+        eprintln!(
+            "netsweep: creating directory {} for {}",
+            dir.display(),
+            name.to_string_lossy()
+        );
+        fs::create_dir_all(dir)?;
+    }
     let kept_mode = match fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => Some(m.permissions().mode() & 0o7777),
         _ => None,

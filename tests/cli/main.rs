@@ -5,6 +5,7 @@ use netsweep_testkit::exe as common;
 mod bench_script;
 mod colour;
 mod docs;
+mod mistakes;
 mod package_deb;
 mod pipes;
 mod progress;

@@ -19,3 +19,4 @@ pub mod meter;
 pub mod pattern;
 pub mod point;
 pub mod server;
+pub mod stop;

@@ -51,6 +51,12 @@ impl Rate {
                 "\"{text}\" is not a rate: write a number and a unit, e.g. \"100mbit\""
             ));
         }
+        if unit.is_empty() && number.parse::<f64>() == Ok(0.0) {
+            // "0mbit" would be refused as out of range the next time: say so at once.
+            return Err(format!(
+                "\"{text}\": a rate of 0 carries nothing: give one of at least 8bit, e.g. \"100mbit\""
+            ));
+        }
         if unit.is_empty() {
             return Err(format!(
                 "\"{text}\" has no unit: write e.g. \"{number}mbit\" (bits/s) or \"{number}mbps\" (bytes/s)"
@@ -117,6 +123,12 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!(Rate::parse("0mbit").unwrap_err().contains("out of range"));
+        // Not "write 0mbit", which the line above refuses.
+        let zero = Rate::parse("0").unwrap_err();
+        assert!(
+            zero.contains("carries nothing") && !zero.contains("\"0mbit\""),
+            "{zero}"
+        );
         assert!(Rate::parse("1.2.3mbit")
             .unwrap_err()
             .contains("not a number"));

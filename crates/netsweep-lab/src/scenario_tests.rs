@@ -301,6 +301,18 @@ fn experiment_errors_name_the_field_and_the_fix() {
             "with itself",
         ),
         (
+            "check = \"rtt_p50[band=0, load=loaded] > 10 * rtt_p50[band=0, load=idle]\"",
+            "check = \"rtt_p50[band=0, load=idle] <= 2 * rtt_p50[band=0, load=idle]\"",
+            "claim[0].check",
+            "only the constants differ",
+        ),
+        (
+            "check = \"rtt_p50[band=0, load=loaded] > 10 * rtt_p50[band=0, load=idle]\"",
+            "check = \"rtt_p50[band=0, load=idle] <= rtt_p50[band=0, load=idle] + 1ms\"",
+            "claim[0].check",
+            "only the constants differ",
+        ),
+        (
             "says = \"a loaded band 0 waits far longer than an idle one\"",
             "says = \"a loaded band 0 waits 22.8 ms\"",
             "claim[0].says",

@@ -516,7 +516,8 @@ pub struct RunSummary {
     pub peak_mbps: f64,
     /// Message size of that point, bytes (0 when no point had a rate).
     pub peak_at_size: u64,
-    /// Smallest median latency (RTT/2) over the points, ns; `None` without pingpong points.
+    /// Smallest median latency over the points, ns: RTT/2, except a rate run's, which is its
+    /// requests' round trip (from the intended send time); `None` without latency points.
     pub min_latency_ns: Option<f64>,
     /// Message size of that point, bytes.
     pub min_latency_at_size: Option<u64>,
@@ -540,7 +541,11 @@ impl RunResult {
                 s.peak_at_size = p.size;
             }
             if let Some(l) = &p.latency {
-                let v = l.half_rtt_ns.p50;
+                let v = if self.spec.pattern == crate::spec::Pattern::Rate {
+                    l.rtt_ns.p50
+                } else {
+                    l.half_rtt_ns.p50
+                };
                 if s.min_latency_ns.is_none_or(|m| v < m) {
                     s.min_latency_ns = Some(v);
                     s.min_latency_at_size = Some(p.size);
@@ -554,9 +559,13 @@ impl RunResult {
 /// Why a results file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The text is not JSON, or its fields do not match the model.
+    /// The text is not JSON.
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// JSON of the right schema whose fields do not match the model (one missing, one of
+    /// the wrong type): says which.
+    #[error("a results file with a field missing or wrong: {0}")]
+    Fields(serde_json::Error),
     /// The `schema` field is missing or is not [`SCHEMA`].
     #[error("not a netsweep results file (schema is {0:?}, expected \"netsweep-result\")")]
     Schema(String),
@@ -581,7 +590,7 @@ pub fn load(text: &str) -> Result<RunResult, LoadError> {
     if version > SCHEMA_VERSION {
         return Err(LoadError::TooNew(version));
     }
-    Ok(serde_json::from_value(v)?)
+    serde_json::from_value(v).map_err(LoadError::Fields)
 }
 
 #[cfg(test)]

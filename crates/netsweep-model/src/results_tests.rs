@@ -34,6 +34,14 @@ fn loads_the_archived_sample_and_refuses_others() {
     assert!(!r.points.is_empty());
     assert!(matches!(load("{}"), Err(LoadError::Schema(_))));
     assert!(matches!(load("[1,2]"), Err(LoadError::Schema(_))));
+    // The right schema without its points: says what is missing, not "not JSON".
+    let mut v: serde_json::Value = serde_json::from_str(SAMPLE).unwrap();
+    v.as_object_mut().unwrap().remove("points");
+    let e = load(&v.to_string()).unwrap_err().to_string();
+    assert!(
+        e.contains("missing field `points`") && !e.contains("not JSON"),
+        "{e}"
+    );
     let newer = SAMPLE.replacen("\"schema_version\": 1", "\"schema_version\": 99", 1);
     assert!(matches!(load(&newer), Err(LoadError::TooNew(99))));
 }

@@ -159,20 +159,25 @@ fn expand_item(item: &str, out: &mut Vec<u64>) -> Result<(), SizeError> {
     if !item.contains("..") && !item.contains(':') {
         return push(out, parse_size(item)?);
     }
-    let Some((bounds, step)) = item.split_once(':') else {
-        return Err(SizeError::MissingStep(item.to_owned()));
+    let (bounds, step) = match item.split_once(':') {
+        Some((b, s)) => (b, Some(s)),
+        None => (item, None),
     };
     let Some((start, end)) = bounds.split_once("..") else {
         return Err(SizeError::BadRange(item.to_owned()));
     };
-    let (start, end, step) = (start.trim(), end.trim(), step.trim());
+    let (start, end) = (start.trim(), end.trim());
     if start.is_empty() || end.is_empty() {
         return Err(SizeError::BadRange(item.to_owned()));
     }
     let (start, end) = (parse_size(start)?, parse_size(end)?);
+    // The bounds before the step: `10..1` is first of all backwards (a step would not help).
     if start > end {
         return Err(SizeError::StartAboveEnd(item.to_owned()));
     }
+    let Some(step) = step.map(str::trim) else {
+        return Err(SizeError::MissingStep(item.to_owned()));
+    };
     let bad_step = || SizeError::BadStep {
         item: item.to_owned(),
         step: step.to_owned(),
@@ -423,6 +428,15 @@ mod tests {
     #[test]
     fn too_many_sizes() {
         assert_eq!(parse_sizes("1..100000:+1").unwrap().len(), MAX_SIZES);
+        // A backwards range is said to be backwards, with or without a step.
+        assert_eq!(
+            parse_sizes("10..1"),
+            Err(SizeError::StartAboveEnd("10..1".into()))
+        );
+        assert_eq!(
+            parse_sizes("1..10"),
+            Err(SizeError::MissingStep("1..10".into()))
+        );
         assert_eq!(parse_sizes("0..100000:+1"), Err(SizeError::TooMany));
         assert!(err("0..18446744073709551615:+1").contains("more than 100000 sizes"));
     }

@@ -191,6 +191,11 @@ fn latency(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
         axis("latency, RTT/2 (log scale)", Unit::Nanos),
     );
     for (i, r) in runs.iter().enumerate() {
+        // A rate run's latency is a round trip from the intended send time: not an RTT/2,
+        // it has its own figures (load_figures).
+        if r.run.spec.pattern == Pattern::Rate {
+            continue;
+        }
         let pts: Vec<(&PointResult, _)> = r
             .run
             .points

@@ -173,7 +173,13 @@ fn flags(p: &PointResult) -> String {
     }
     // The row names each note; its text is said once, under the table (see [`notes`]).
     // Refused sends are the row's own figures: said in full on the row.
-    let mut notes: Vec<String> = p.notes.iter().map(|n| note_label(n).to_string()).collect();
+    // Each label once: bidir's two directions can note the same thing.
+    let mut notes: Vec<String> = Vec::new();
+    for label in p.notes.iter().map(|n| note_label(n)) {
+        if !notes.iter().any(|n| n == label) {
+            notes.push(label.to_string());
+        }
+    }
     for (side, t) in [("client", &p.client), ("server", &p.server)] {
         if let Some(n) = refused_note(side, &t.send_errors) {
             notes.push(n);
@@ -202,6 +208,8 @@ pub fn notes(run: &RunResult) -> String {
         for n in &p.notes {
             let label = note_label(n);
             match groups.iter_mut().find(|g| g.0 == label) {
+                // A size once, however many of its point's notes share the label.
+                Some(g) if g.2.contains(&p.size) => {}
                 Some(g) => g.2.push(p.size),
                 None => groups.push((label, n, vec![p.size])),
             }
@@ -422,7 +430,14 @@ fn flow_cells(f: &netsweep_model::flows::FlowFigures) -> String {
 /// The closing summary.
 pub fn summary(run: &RunResult) -> String {
     let mut out = String::new();
-    if let Some(s) = &run.summary {
+    if let Some(s) = run.summary.as_ref().filter(|s| s.points == 0) {
+        // Nothing measured: no peak of 0 Mbit/s "at 0 B".
+        let _ = writeln!(
+            out,
+            "no points measured · {:.1} s",
+            s.elapsed_ns as f64 / 1e9
+        );
+    } else if let Some(s) = &run.summary {
         let _ = write!(
             out,
             "peak {} Mbit/s at {}",
@@ -430,9 +445,15 @@ pub fn summary(run: &RunResult) -> String {
             units::size(s.peak_at_size)
         );
         if let (Some(l), Some(at)) = (s.min_latency_ns, s.min_latency_at_size) {
+            // A rate request's latency is a round trip (as its table says), pingpong's RTT/2.
+            let what = if run.spec.pattern == Pattern::Rate {
+                "round trip"
+            } else {
+                "RTT/2"
+            };
             let _ = write!(
                 out,
-                " · smallest latency {} µs (RTT/2, p50) at {}",
+                " · smallest latency {} µs ({what}, p50) at {}",
                 units::us(l),
                 units::size(at)
             );
@@ -517,50 +538,5 @@ pub fn render(run: &RunResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_note_under_the_table_names_its_label_once() {
-        let mut run: RunResult =
-            serde_json::from_str(include_str!("../../../tests/golden/tcp-pingpong.json")).unwrap();
-        run.points.truncate(2);
-        run.points.iter_mut().for_each(|p| p.notes.clear());
-        run.points[0].notes = vec!["memory: opening 4 flows took 12 KiB".into()];
-        run.points[1].notes = vec!["a note without a colon".into()];
-        let s = notes(&run);
-        let (a, b) = (
-            units::size(run.points[0].size),
-            units::size(run.points[1].size),
-        );
-        assert_eq!(
-            s,
-            format!(
-                "* memory at {a}: opening 4 flows took 12 KiB\n* a note without a colon at {b}\n"
-            )
-        );
-    }
-
-    #[test]
-    fn a_tail_percentile_is_shown_once_a_sample_lies_above_it() {
-        assert_eq!((tail_needs(0.99), tail_needs(0.999)), (100, 1000));
-        assert_eq!(tail_us(99, 0.99, 25_000.0), "–");
-        assert_eq!(tail_us(100, 0.99, 25_000.0), "25.0");
-        assert_eq!(tail_us(999, 0.999, 1.5e6), "–");
-        assert_eq!(tail_us(1000, 0.999, 1.5e6), "1500");
-    }
-
-    #[test]
-    fn refused_sends_get_a_note_per_errno() {
-        assert_eq!(refused_note("client", &SendErrors::default()), None);
-        let e = SendErrors {
-            eperm: 12,
-            enobufs: 3,
-            ..Default::default()
-        };
-        assert_eq!(
-            refused_note("client", &e).unwrap(),
-            "client stack refused 15 sends (EPERM 12, ENOBUFS 3): not sent, not counted lost"
-        );
-    }
-}
+#[path = "text_tests.rs"]
+mod tests;

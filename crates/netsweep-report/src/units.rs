@@ -14,7 +14,9 @@ pub fn size(bytes: u64) -> String {
 /// Nanoseconds as µs with sensible precision.
 pub fn us(ns: f64) -> String {
     let u = ns / 1e3;
-    if u >= 1000.0 {
+    if let Some(s) = huge(u) {
+        s
+    } else if u >= 1000.0 {
         format!("{u:.0}")
     } else if u >= 10.0 {
         format!("{u:.1}")
@@ -25,13 +27,32 @@ pub fn us(ns: f64) -> String {
 
 /// Mbit/s with sensible precision.
 pub fn mbps(v: f64) -> String {
-    if v >= 1000.0 {
+    if let Some(s) = huge(v) {
+        s
+    } else if v >= 1000.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.3}")
     }
+}
+
+/// A number too large to print in full (from a hand-edited or corrupt file: 1e308 would be
+/// 309 digits), or not finite, in scientific notation: `1.000e308`.
+pub fn huge(v: f64) -> Option<String> {
+    (!v.is_finite() || v.abs() >= 1e12).then(|| {
+        if v.is_finite() {
+            format!("{v:.3e}")
+        } else {
+            format!("{v}")
+        }
+    })
+}
+
+/// `v` to 3 decimals, or [`huge`]'s form when it is huge.
+pub fn fixed3(v: f64) -> String {
+    huge(v).unwrap_or_else(|| format!("{v:.3}"))
 }
 
 /// Trims a formatted decimal: "2.50" → "2.5", "3.00" → "3".
@@ -133,5 +154,15 @@ mod tests {
         assert_eq!(super::us(1_500.0), "1.50");
         assert_eq!(super::mbps(12_345.6), "12346");
         assert_eq!(super::mbps(5.0), "5.000");
+    }
+
+    #[test]
+    fn a_huge_number_is_printed_short() {
+        assert_eq!(super::mbps(1e308), "1.000e308");
+        assert_eq!(super::us(1e308), "1.000e305");
+        assert_eq!(super::fixed3(1e308), "1.000e308");
+        assert_eq!(super::fixed3(2.5), "2.500");
+        assert_eq!(super::mbps(f64::INFINITY), "inf");
+        assert!(super::mbps(9.9e11).len() < 14);
     }
 }

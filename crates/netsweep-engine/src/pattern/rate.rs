@@ -53,6 +53,18 @@ pub const GRACE: Duration = Duration::from_millis(500);
 /// The client's receive timeout after the last send: how often it checks the deadline.
 const RX_SLICE: Duration = Duration::from_millis(5);
 
+/// Most requests one trial's storage holds (a bit each: 8 MiB), however high the offered
+/// rate: far beyond what one sender thread sends in a trial, and a rate of 1e12 requests/s
+/// must not size a 37 GB bitmap. A schedule that outgrows it is counted truncated.
+pub(crate) const MAX_TRIAL_REQUESTS: u64 = 1 << 26;
+
+/// When a trial of `duration_ns` stops sending, whatever its schedule still owes: its end
+/// plus 2% (a request due just before the end still goes out when the sender wakes a little
+/// late; one seconds behind a schedule it cannot keep does not).
+pub(crate) fn deadline_ns(duration_ns: u64) -> u64 {
+    duration_ns.saturating_add(duration_ns / 50)
+}
+
 /// The sender missed its schedule when its median lateness exceeds this fraction of the
 /// mean gap between requests.
 pub const MISSED_FRACTION: f64 = 0.10;
@@ -140,7 +152,9 @@ impl Client {
     fn size_trial(&mut self, duration_ns: u64, interval_ns: u64) -> u64 {
         let expected = self.rate * duration_ns as f64 / 1e9;
         // Poisson counts beyond 1.5× the mean plus 64 are vanishingly rare; counted if seen.
-        let cap = (expected * 1.5 + 64.0).ceil() as u64;
+        let cap = (expected * 1.5 + 64.0)
+            .min(MAX_TRIAL_REQUESTS as f64)
+            .ceil() as u64;
         let words = cap.div_ceil(64) as usize;
         self.seen.clear();
         self.seen.resize(words, 0);

@@ -119,6 +119,19 @@ fn a_claim_that_can_never_fail_is_refused() {
             "rtt_p50[band=0,load=idle] / rtt_p50[band=0,load=idle] in 0.5..2",
             "by itself",
         ),
+        // The same cell and figure on both sides, whatever the constants.
+        (
+            "rtt_p50[band=0, load=idle] <= 2 * rtt_p50[band=0, load=idle]",
+            "only the constants differ",
+        ),
+        (
+            "rtt_p50[band=0, load=idle] <= rtt_p50[band=0, load=idle] + 1us",
+            "only the constants differ",
+        ),
+        (
+            "rtt_p50[band=0, load=idle] < 2 * rtt_p50[band=1, load=idle]",
+            "",
+        ),
         ("5 > 3", "numbers only"),
         (
             "rttp50[band=0, load=idle] > 1us",

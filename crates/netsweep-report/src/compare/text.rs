@@ -52,7 +52,11 @@ fn table(out: &mut String, mc: &MetricComparison) {
     );
     for r in &mc.rows {
         let interval = if r.ratio_low.is_finite() && r.ratio_high.is_finite() {
-            format!("[{:.3}, {:.3}]", r.ratio_low, r.ratio_high)
+            format!(
+                "[{}, {}]",
+                units::fixed3(r.ratio_low),
+                units::fixed3(r.ratio_high)
+            )
         } else {
             "-".into()
         };
@@ -67,9 +71,10 @@ fn table(out: &mut String, mc: &MetricComparison) {
             r.size,
             value(mc.metric, r.a),
             value(mc.metric, r.b),
-            format!("{:.3}", r.ratio),
+            units::fixed3(r.ratio),
             interval,
-            r.t.map(|t| format!("{t:.1}")).unwrap_or_else(|| "-".into()),
+            r.t.map(|t| units::huge(t).unwrap_or_else(|| format!("{t:.1}")))
+                .unwrap_or_else(|| "-".into()),
             verdict(mc.metric, r.verdict)
         );
     }

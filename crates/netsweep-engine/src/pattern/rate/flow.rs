@@ -105,7 +105,10 @@ impl Schedules {
         let duration_ns = duration.as_nanos() as u64;
         let per_flow = job.per_flow.max(1e-9);
         // Poisson counts beyond 1.5× the mean plus 64 are vanishingly rare; counted if seen.
-        let cap = (per_flow * duration_ns as f64 / 1e9 * 1.5 + 64.0).ceil() as u64;
+        let most = (super::MAX_TRIAL_REQUESTS / job.flows.max(1) as u64).max(64);
+        let cap = (per_flow * duration_ns as f64 / 1e9 * 1.5 + 64.0)
+            .min(most as f64)
+            .ceil() as u64;
         self.words = cap.div_ceil(64) as usize;
         let gap = 1e9 / (per_flow * job.flows.max(1) as f64);
         self.flows.clear();
@@ -155,6 +158,22 @@ impl Schedules {
         let seen = &mut self.seen[i * self.words..(i + 1) * self.words];
         if let (Some(on), Some(h)) = (self.ledger.account(hdr, size >= HEADER, seen, now), hist) {
             h.record(on.latency);
+        }
+    }
+
+    /// The trial's deadline, whatever the schedules still owe: a flow behind its schedule
+    /// sends no more, and what it owed counts as due (by checkpoint) all the same, so the
+    /// delivered rate stays a fraction of what was offered.
+    fn cut_at_deadline(&mut self) {
+        for f in self.flows.iter_mut().filter(|f| !f.done && !f.sending) {
+            let gap = f.sched.mean_gap_ns().max(1e-9);
+            let mut before = 0u64;
+            for (j, &c) in self.cps.iter().enumerate() {
+                let owed = (c.saturating_sub(f.next) as f64 / gap).ceil() as u64;
+                self.due_before[j] += owed - before;
+                before = owed;
+            }
+            f.done = true;
         }
     }
 
@@ -289,6 +308,9 @@ impl Machine for Scheduling {
             let now = self
                 .epoch
                 .map_or(0, |e| now.saturating_duration_since(e).as_nanos() as u64);
+            if now >= super::deadline_ns(self.s.duration_ns) || crate::stop::requested() {
+                self.s.cut_at_deadline();
+            }
             for i in 0..self.s.flows.len() {
                 let f = &self.s.flows[i];
                 if !f.done && !f.sending && f.next <= now {

@@ -157,6 +157,8 @@ pub(super) struct Sent {
     pub refused: u64,
     /// The schedule had more requests than the trial's storage (`cap`): the rest were not sent.
     pub truncated: bool,
+    /// The trial's deadline came with requests still owed by the schedule: they were not sent.
+    pub cut: bool,
     /// Requests sent that were due before each checkpoint.
     pub due_by: [u64; CHECKPOINTS],
 }
@@ -191,6 +193,7 @@ pub(super) fn sender(
     let mut next_checkpoint = 0usize;
     let cps: [u64; CHECKPOINTS] = std::array::from_fn(|j| checkpoint(plan.duration_ns, j));
     let start = Instant::now();
+    let mut owed_from = None::<u64>;
     loop {
         let due = sched.next_due();
         while next_checkpoint < CHECKPOINTS && due >= cps[next_checkpoint] {
@@ -198,6 +201,12 @@ pub(super) fn sender(
             next_checkpoint += 1;
         }
         if due >= plan.duration_ns {
+            break;
+        }
+        if since(plan.epoch) >= super::deadline_ns(plan.duration_ns) || crate::stop::requested() {
+            // The trial's deadline, whatever the schedule still owes (a rate the path cannot
+            // carry must not stretch the trial): the rest is due but not sent.
+            owed_from = Some(due);
             break;
         }
         if seq >= plan.cap {
@@ -222,9 +231,19 @@ pub(super) fn sender(
         tl.sent[bucket(due, tl.interval_ns, nb)] += 1;
     }
     s.counters.active_ns = start.elapsed().as_nanos() as u64;
-    for d in &mut s.due_by[next_checkpoint..] {
-        *d = s.counters.messages_sent;
+    let gap = sched.mean_gap_ns().max(1e-9);
+    for (d, &cp) in s.due_by[next_checkpoint..]
+        .iter_mut()
+        .zip(&cps[next_checkpoint..])
+    {
+        // Requests the deadline cut off were due all the same: the delivered rate is a
+        // fraction of what the schedule offered, not of what the sender managed to send.
+        let owed = owed_from.map_or(0, |from| {
+            ((cp.saturating_sub(from)) as f64 / gap).ceil() as u64
+        });
+        *d = s.counters.messages_sent + owed;
     }
+    s.cut = owed_from.is_some();
     Ok(s)
 }
 

@@ -77,7 +77,18 @@ fn one_thread_trial(
     duration_ns: u64,
     timeout_ns: u64,
 ) -> (io::Result<Sent>, Received, LatencyHistogram) {
-    let cap = 64 * 64;
+    trial_with_storage(ep, size, rate, duration_ns, timeout_ns, 64 * 64)
+}
+
+/// [`one_thread_trial`] with room for `cap` requests (a multiple of 64).
+fn trial_with_storage(
+    ep: &mut Sock,
+    size: usize,
+    rate: f64,
+    duration_ns: u64,
+    timeout_ns: u64,
+    cap: u64,
+) -> (io::Result<Sent>, Received, LatencyHistogram) {
     let epoch = Instant::now();
     let send = SendPlan {
         size,
@@ -98,7 +109,7 @@ fn one_thread_trial(
         window_ns: duration_ns,
     };
     let (mut hist, mut lateness) = (LatencyHistogram::new(), LatencyHistogram::new());
-    let mut seen = vec![0u64; 64];
+    let mut seen = vec![0u64; (cap / 64) as usize];
     let mut buckets = vec![Bucket::default()];
     let mut sent_buckets = [0u64; 1];
     let mut tl = Timeline {
@@ -282,4 +293,31 @@ fn replies_land_by_their_arrival_and_intended_send_times() {
     assert_eq!(got.counters.messages_received, 6);
     // The histogram holds the answers within the grace period: every one but seq 4's.
     assert_eq!(hist.count(), 4);
+}
+
+/// A rate far above what the path carries (1e9 requests/s, storage for 64 Mi of them): the
+/// trial ends at its 200 ms deadline whatever the schedule still owes, not when the sender
+/// has caught up with it (minutes), and the delivered rate is a fraction of what was due,
+/// not of what was sent.
+#[test]
+fn a_rate_beyond_the_path_ends_the_trial_at_its_deadline() {
+    let (client, peer) = UnixStream::pair().unwrap();
+    let server = echo(Sock::Stream(peer));
+    let mut ep = Sock::Stream(client);
+    let t0 = Instant::now();
+    let (sent, got, _) = trial_with_storage(&mut ep, 64, 1e9, 200_000_000, 10_000_000_000, 1 << 26);
+    let took = t0.elapsed();
+    drop(ep);
+    server.join().unwrap();
+    let sent = sent.unwrap();
+    assert!(
+        took < Duration::from_secs(3),
+        "a 200 ms trial took {took:?}"
+    );
+    assert!(sent.cut && !sent.truncated, "{sent:?}");
+    assert_eq!(got.answers.received, sent.counters.messages_sent);
+    // 2e8 requests were due by the end; far fewer went out.
+    let due = sent.due_by[CHECKPOINTS - 1];
+    assert!(due > 100_000_000, "{due}");
+    assert!(sent.counters.messages_sent < due / 10, "{sent:?}");
 }
