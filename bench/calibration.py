@@ -106,8 +106,10 @@ def main():
     ap.add_argument("mode", choices=["aa", "coverage"])
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--later", type=int, default=5)
-    ap.add_argument("run", nargs="*", help="arguments for netsweep run (after --)")
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = ap.parse_args(argv[:cut])
+    args.run = argv[cut + 1:]
     if not os.access(NETSWEEP, os.X_OK):
         sys.exit(f"{NETSWEEP} is missing: cargo build --release first")
     os.makedirs(OUT, exist_ok=True)

@@ -346,15 +346,29 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
     if sa.precision != sb.precision
         || sa.trial_time_ns != sb.trial_time_ns
         || sa.max_point_time_ns != sb.max_point_time_ns
+        || sa.passes != sb.passes
     {
         out.push(format!(
-            "repetition policy differs: precision ±{:.1}%, trials of {} ms, {} ms per point (A) vs ±{:.1}%, {} ms, {} ms (B)",
+            "repetition policy differs: precision ±{:.1}%, trials of {} ms, {} ms per point, {} pass(es) (A) vs ±{:.1}%, {} ms, {} ms, {} (B)",
             sa.precision * 100.0,
             sa.trial_time_ns / 1_000_000,
             sa.max_point_time_ns / 1_000_000,
+            sa.passes,
             sb.precision * 100.0,
             sb.trial_time_ns / 1_000_000,
-            sb.max_point_time_ns / 1_000_000
+            sb.max_point_time_ns / 1_000_000,
+            sb.passes
+        ));
+    }
+    let single: Vec<&str> = [("A", sa), ("B", sb)]
+        .into_iter()
+        .filter(|(_, s)| s.passes < 2)
+        .map(|(n, _)| n)
+        .collect();
+    if !single.is_empty() {
+        out.push(format!(
+            "{} measured each size in one pass: their intervals are within-run and miss the host's drift between runs (identical one-pass runs flagged 38% of points on a 2-vCPU VM, three-pass runs 4.9%; docs/methodology.md, \"Calibration\"): re-run with --passes 3 before trusting per-point verdicts",
+            single.join(" and ")
         ));
     }
     let (ga, gb) = (&a.granted.client, &b.granted.client);
