@@ -139,7 +139,11 @@ fn set_trial_times(a: &RunArgs, spec: &mut RunSpec) {
     match a.max_point_time {
         Some(t) => spec.max_point_time_ns = ns(t),
         None if rate_default => {
-            spec.max_point_time_ns = spec.trial_time_ns * u64::from(a.min_trials.max(2));
+            // Never below the default budget: short trials keep the room they had (20 ms
+            // trials in a budget of exactly three stopped after two, their gaps included).
+            spec.max_point_time_ns = spec
+                .max_point_time_ns
+                .max(spec.trial_time_ns * u64::from(a.min_trials.max(2)));
         }
         None => {}
     }

@@ -46,8 +46,13 @@ pub fn negative_number(args: &[String]) -> Option<String> {
         if a == "--" {
             return None;
         }
+        // -4 and -6 are flags (the address family), not numbers.
+        let family_flag = a == "-4" || a == "-6";
         let mut c = a.chars();
-        if c.next() == Some('-') && c.next().is_some_and(|d| d.is_ascii_digit() || d == '.') {
+        if !family_flag
+            && c.next() == Some('-')
+            && c.next().is_some_and(|d| d.is_ascii_digit() || d == '.')
+        {
             let at = if prev.starts_with('-') {
                 format!(" for {prev}")
             } else {
@@ -123,6 +128,11 @@ mod tests {
         assert!(m.contains("'-5' for --sizes"), "{m}");
         assert_eq!(
             negative_number(&v(&["run", "--sizes", "5", "-p", "rate"])),
+            None
+        );
+        // -6 is IPv6, not minus six.
+        assert_eq!(
+            negative_number(&v(&["run", "-6", "::1", "--sizes", "64"])),
             None
         );
         assert_eq!(

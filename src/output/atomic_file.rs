@@ -44,6 +44,9 @@ pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>)
             name.to_string_lossy()
         );
         fs::create_dir_all(dir)?;
+    } else if !dir.is_dir() {
+        // A file where the directory should be: the error the kernel gives, not tempfile's.
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
     }
     let kept_mode = match fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => Some(m.permissions().mode() & 0o7777),

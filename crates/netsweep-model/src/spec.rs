@@ -4,6 +4,9 @@ use netsweep_proto::messages::{Knobs, SessionSetup};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod reach;
+pub use reach::Reach;
+
 /// The member of `all` called `s`, by its name or one of its aliases (as `names` gives them).
 fn by_name<T: Copy>(
     all: &[T],
@@ -114,37 +117,6 @@ impl Transport {
                 | Transport::Udplite
                 | Transport::Xdp
         )
-    }
-}
-
-/// Where a transport's two ends may be, which decides whether a server serves it to a client
-/// on another host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    /// Across any IP network (tcp, udp, mptcp, udplite).
-    Network,
-    /// Only between processes of one host: unix sockets and shared memory (files in the
-    /// server's temporary directories and tmpfs), MPI (ranks launched together).
-    Host,
-    /// Raw Ethernet frames on an interface the client names (packet, xdp): a link-local
-    /// path that needs the server's privileges.
-    Raw,
-}
-
-impl Transport {
-    /// Where its two ends may be.
-    pub fn reach(self) -> Reach {
-        match self {
-            Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite => {
-                Reach::Network
-            }
-            Transport::UnixStream
-            | Transport::UnixDgram
-            | Transport::UnixSeqpacket
-            | Transport::Shm
-            | Transport::Mpi => Reach::Host,
-            Transport::Packet | Transport::Xdp => Reach::Raw,
-        }
     }
 }
 
@@ -346,10 +318,6 @@ pub const MAX_INTERVALS: u64 = 10_000;
 /// (tested). The client takes no more than this from a peer's report either.
 pub const MAX_INTERVAL_BUCKETS: u64 = 2 * MAX_INTERVALS + 64;
 
-fn one_pass() -> u32 {
-    1
-}
-
 /// Most passes one run makes over its sizes.
 pub const MAX_PASSES: u32 = 10;
 
@@ -383,7 +351,7 @@ pub struct RunSpec {
     /// `min_trials` trials, and a point's interval is widened to the spread of its passes'
     /// means (a host episode lands on different sizes in different passes). 1 (files
     /// written before passes existed) is the sweep of one pass.
-    #[serde(default = "one_pass")]
+    #[serde(default = "one")]
     pub passes: u32,
     /// Whether each point starts with an untimed warm-up trial.
     pub warmup: bool,
