@@ -191,7 +191,7 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
                 peer_timeout: Duration::ZERO,
             };
             let failed = ("timeout_too_short", why);
-            return (200, finish("", Some(&failed), 0.0, &fit), true);
+            return (200, finish("", Some(&failed), 0.0, &fit, None), true);
         }
     };
     p.duration = fit.point;
@@ -200,7 +200,11 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
     let busy = |why: String| {
         ex.counts[Outcome::Busy as usize].fetch_add(1, Ordering::Relaxed);
         let secs = t0.elapsed().as_secs_f64();
-        (200, finish("", Some(&("busy", why)), secs, &fit), true)
+        (
+            200,
+            finish("", Some(&("busy", why)), secs, &fit, None),
+            true,
+        )
     };
     // One run per probe at a time: a second request waits for the first one's result.
     let give_up = t0 + fit.deadline;
@@ -265,18 +269,7 @@ fn probe(query: &str, ex: &Exporter, scrape_timeout: Option<&str>) -> (u16, Stri
         Outcome::Failure
     };
     ex.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
-    let mut body = finish(&exposition, failed.as_ref(), secs, &fit);
-    if let Some(at) = body.rfind("# EOF") {
-        body.insert_str(
-            at,
-            &format!(
-                "# TYPE netsweep_probe_overlapping_probes gauge\n# HELP \
-                 netsweep_probe_overlapping_probes Other probes of this exporter that ran while \
-                 this one did (they share the host and may share the path).\n\
-                 netsweep_probe_overlapping_probes {overlapping}\n"
-            ),
-        );
-    }
+    let body = finish(&exposition, failed.as_ref(), secs, &fit, Some(overlapping));
     {
         let mut c = ex.cache.lock().unwrap_or_else(|e| e.into_inner());
         c.retain(|_, (at, _)| at.elapsed() < ex.cache_for);
@@ -424,8 +417,15 @@ fn run(p: &Probe, limit: Duration) -> Result<String, Failed> {
 /// The probe's answer: the run's exposition (without its `# EOF`) and the probe's own series:
 /// success, its wall time, the timeout and point time it was fitted to and, when it failed,
 /// why (`reason` one of timeout_too_short, busy, deadline, unresolvable, run_failed,
-/// min_trials, precision; `message` the detail, as blackbox's debug output gives it).
-fn finish(exposition: &str, failed: Option<&Failed>, secs: f64, fit: &budget::Fit) -> String {
+/// min_trials, precision; `message` the detail, as blackbox's debug output gives it) and, for
+/// a probe that ran, how many other probes overlapped it.
+fn finish(
+    exposition: &str,
+    failed: Option<&Failed>,
+    secs: f64,
+    fit: &budget::Fit,
+    overlapping: Option<u64>,
+) -> String {
     let mut s = exposition
         .trim_end()
         .strip_suffix("# EOF")
@@ -471,6 +471,14 @@ fn finish(exposition: &str, failed: Option<&Failed>, secs: f64, fit: &budget::Fi
             "# TYPE netsweep_probe_failure info\n# HELP netsweep_probe_failure Why the probe \
              answered success 0.\nnetsweep_probe_failure_info{{reason=\"{reason}\",message=\"{message}\"}} 1\n"
         ));
+    }
+    if let Some(n) = overlapping {
+        gauge(
+            &mut s,
+            "netsweep_probe_overlapping_probes",
+            "Other probes of this exporter that ran while this one did (they share the host and may share the path).",
+            n.to_string(),
+        );
     }
     s.push_str("# EOF\n");
     s

@@ -2,7 +2,7 @@
 //! passes measured, so that what drifts between visits of one size — a host episode landing on
 //! it in one pass and not in another — is in the interval a re-run is judged against.
 
-use crate::results::{Estimate, PointResult};
+use crate::results::PointResult;
 use crate::stats::ci95;
 
 /// The order of the sizes' indices in pass `pass` (0 is the sweep's own, ascending): odd
@@ -19,40 +19,32 @@ pub fn order(n: usize, pass: u32) -> Vec<usize> {
     }
 }
 
-/// Widens `e`'s interval to the 95% interval of the mean of `means` (one per pass, this
-/// point's own first), when that is wider; the mean stays the first pass's. Returns the new
-/// half-width when it widened.
-fn widen(e: &mut Estimate, means: &[f64]) -> Option<f64> {
+/// The half-width of the 95% interval of the mean of `means` (one per pass) when it is wider
+/// than `within`, the first pass's own half-width (none counts as 0); `None` when it is not.
+fn wider(within: Option<f64>, means: &[f64]) -> Option<f64> {
     let between = ci95(means)?.half_width;
-    let within = e.ci95.unwrap_or(0.0);
-    (between > within).then(|| {
-        e.ci95 = Some(between);
-        between
-    })
+    (between > within.unwrap_or(0.0)).then_some(between)
 }
 
 /// Folds the later passes' means into `p`: `throughput` holds every pass's mean throughput
 /// (Mbit/s, `p`'s own first), `half_rtt` likewise for pingpong's mean RTT/2 (empty without
 /// it). The throughput's and latency's intervals become the wider of the first pass's and the
 /// passes' (Student's t over the pass means), the precision reached is re-read from the
-/// throughput's, and a note lists the passes' figures.
+/// throughput's, and a note lists the passes' figures. The means stay the first pass's.
 pub fn fold(p: &mut PointResult, throughput: &[f64], half_rtt: &[f64]) {
     if throughput.len() < 2 {
         return;
     }
-    let widened = widen(&mut p.throughput_mbps, throughput).is_some();
+    let widened = wider(p.throughput_mbps.ci95, throughput);
+    if let Some(h) = widened {
+        p.throughput_mbps.ci95 = Some(h);
+    }
     if let Some(l) = p
         .latency
         .as_mut()
         .filter(|_| half_rtt.len() == throughput.len())
     {
-        let mut e = Estimate {
-            mean: l.half_rtt_ns.mean,
-            ci95: l.half_rtt_ns.ci95,
-            max: l.half_rtt_ns.max,
-            trials: p.trials,
-        };
-        if let Some(h) = widen(&mut e, half_rtt) {
+        if let Some(h) = wider(l.half_rtt_ns.ci95, half_rtt) {
             l.half_rtt_ns.ci95 = Some(h);
             l.rtt_ns.ci95 = Some(2.0 * h);
         }
@@ -66,7 +58,7 @@ pub fn fold(p: &mut PointResult, throughput: &[f64], half_rtt: &[f64]) {
         "{} passes: {} Mbit/s{}",
         throughput.len(),
         list.join(", "),
-        if widened {
+        if widened.is_some() {
             "; the interval is their spread, wider than the first pass's trials"
         } else {
             ""

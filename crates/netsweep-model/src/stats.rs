@@ -255,7 +255,7 @@ const T_975: [f64; 30] = [
 ];
 
 /// The 97.5% quantile of the standard normal distribution.
-const Z_975: f64 = 1.959_963_985;
+const Z_975: f64 = 1.959_963_984_540_054;
 
 /// Two-sided 95% critical value of Student's t with `df` degrees of freedom.
 ///
@@ -297,6 +297,34 @@ pub struct ConfidenceInterval {
 /// Reads an f64 that JSON may hold as null (how serde_json writes infinity).
 fn null_as_infinity<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+}
+
+/// The Wilson score 95% interval of the proportion `lost` ÷ `sent` (a binomial one: it stays
+/// inside [0, 1] and is not empty at 0, where the normal approximation claims exactly 0); it
+/// assumes independent events, so bursty loss makes the true interval wider. None with
+/// nothing sent.
+pub fn wilson95(lost: u64, sent: u64) -> Option<(f64, f64)> {
+    if sent == 0 {
+        return None;
+    }
+    let n = sent as f64;
+    let p = (lost.min(sent)) as f64 / n;
+    let z2 = Z_975 * Z_975;
+    let d = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / d;
+    let half = Z_975 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / d;
+    // At p = 0 (or 1) a bound is exactly 0 (or 1): rounding would leave 1e-19.
+    let lo = if lost == 0 {
+        0.0
+    } else {
+        (centre - half).max(0.0)
+    };
+    let hi = if lost >= sent {
+        1.0
+    } else {
+        (centre + half).min(1.0)
+    };
+    Some((lo, hi))
 }
 
 /// 95% confidence interval of the mean of `samples` (Student's t, sample standard deviation).
@@ -589,5 +617,21 @@ mod tests {
         };
         let st = SampleStats::from(&summary);
         assert!(close(st.variance, 32.0 / 7.0, 1e-12));
+    }
+
+    #[test]
+    fn wilson_bounds_match_the_textbook_and_are_not_empty_at_zero() {
+        // 10 of 100: Wilson 95% is [0.0552, 0.1744] (Newcombe 1998, method 3).
+        let (lo, hi) = wilson95(10, 100).unwrap();
+        assert!(
+            close(lo, 0.0552, 5e-4) && close(hi, 0.1744, 5e-4),
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson95(0, 1000).unwrap();
+        assert_eq!(lo, 0.0);
+        assert!(hi > 0.003 && hi < 0.004, "{hi}");
+        let (lo, hi) = wilson95(1000, 1000).unwrap();
+        assert!(lo > 0.996 && hi == 1.0);
+        assert_eq!(wilson95(0, 0), None);
     }
 }

@@ -57,7 +57,7 @@ fn opt(v: Option<f64>) -> String {
 pub fn row(p: &PointResult) -> String {
     let l = p.latency.map(|l| l.half_rtt_ns);
     let loss = p.loss;
-    let wilson = loss.and_then(|x| crate::interval::loss_wilson95(x.lost, x.sent));
+    let wilson = loss.and_then(|x| netsweep_model::stats::wilson95(x.lost, x.sent));
     let cells: Vec<String> = vec![
         p.size.to_string(),
         p.trials.to_string(),
@@ -215,7 +215,7 @@ mod tests {
         let cell = |name: &str| cells[cols.iter().position(|c| *c == name).unwrap()];
         let ci = p.latency.unwrap().half_rtt_ns.ci95.unwrap();
         assert_eq!(cell("latency_mean_ci95_ns"), format!("{ci:.3}"));
-        let (lo, hi) = crate::interval::loss_wilson95(10, 100).unwrap();
+        let (lo, hi) = netsweep_model::stats::wilson95(10, 100).unwrap();
         assert_eq!(cell("loss_ratio_ci95_lower"), lo.to_string());
         assert_eq!(cell("loss_ratio_ci95_upper"), hi.to_string());
         assert!(!cell("throughput_ci95_mbps").is_empty());

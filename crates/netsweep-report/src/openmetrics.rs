@@ -300,7 +300,8 @@ pub fn render(run: &RunResult) -> String {
 /// the trials; latency: the mean RTT/2's, from per-trial means; loss: the Wilson score interval
 /// of lost over sent. A point with no interval (one trial, nothing sent) has no sample.
 fn intervals(m: &mut Exposition, run: &RunResult, at: &dyn Fn(&PointResult) -> String) {
-    use crate::interval::{bounds, loss_wilson95};
+    use crate::interval::bounds;
+    use netsweep_model::stats::wilson95;
     type Of = fn(&PointResult) -> Option<(f64, f64)>;
     let families: [(&str, &str, Of); 6] = [
         (
@@ -340,7 +341,7 @@ fn intervals(m: &mut Exposition, run: &RunResult, at: &dyn Fn(&PointResult) -> S
             "95% Wilson score interval of lost over sent datagrams (independent losses assumed).",
             |p| {
                 let l = p.loss.as_ref()?;
-                loss_wilson95(l.lost, l.sent)
+                wilson95(l.lost, l.sent)
             },
         ),
     ];
@@ -523,7 +524,7 @@ mod tests {
             ..Default::default()
         });
         let t = render(&udp);
-        let (lo, _) = crate::interval::loss_wilson95(10, 100).unwrap();
+        let (lo, _) = netsweep_model::stats::wilson95(10, 100).unwrap();
         assert!(t.contains(&format!("bound=\"lower\"}} {lo}\n")), "{t}");
         assert!(t.contains("# TYPE netsweep_loss_ci95_ratio gauge"), "{t}");
     }

@@ -62,10 +62,6 @@ impl<'a, P: Peer + ?Sized> Measurer<'a, P> {
     fn point_with(&mut self, size: u64, max_trials: u32) -> Result<PointResult, NetError> {
         let point_start = Instant::now();
         let spec = self.spec;
-        let stop_rule = RunSpec {
-            max_trials: max_trials.max(spec.min_trials),
-            ..spec.clone()
-        };
         self.pattern.begin_point(spec, size)?;
         self.peer.begin_point();
         let mut tally = Tally::new(point_start);
@@ -90,7 +86,9 @@ impl<'a, P: Peer + ?Sized> Measurer<'a, P> {
             self.pattern.fold(&out)?;
             tally.add(&out.client, &out.server, out.wall_ns, note);
             let samples = self.pattern.samples();
-            if let Some(reason) = should_stop(&stop_rule, samples, point_start.elapsed(), budget) {
+            if let Some(reason) =
+                should_stop(spec, max_trials, samples, point_start.elapsed(), budget)
+            {
                 break reason;
             }
         };

@@ -293,9 +293,19 @@ fn measure_all<P: Peer + ?Sized>(
     error
 }
 
-/// `--passes`: visits every measured point again in each later pass, in that pass's perturbed
-/// order, with `--min-trials` trials, then folds the passes' means into each point's interval
-/// (`netsweep_model::passes`). An error stops the passes; what they measured is still folded.
+/// Why measuring must stop before the next point, if it must: the run was interrupted, or no
+/// results output can be written any more.
+fn halted(sink: &dyn RunSink, interrupt: &AtomicBool) -> Option<NetError> {
+    if interrupt.load(Ordering::Relaxed) {
+        return Some(NetError::Interrupted);
+    }
+    sink.stop().map(NetError::Output)
+}
+
+/// `--passes`: visits every measured point again in each later pass, in that pass's order
+/// (down the sizes, then up), with `--min-trials` trials, then folds the passes' means into
+/// each point's interval (`netsweep_model::passes`). An error stops the passes; what they
+/// measured is still folded.
 fn revisit<P: Peer + ?Sized>(
     m: &mut Measurer<'_, P>,
     result: &mut RunResult,
@@ -321,12 +331,8 @@ fn revisit<P: Peer + ?Sized>(
     let mut error = None;
     'passes: for pass in 1..passes {
         for i in netsweep_model::passes::order(n, pass) {
-            if interrupt.load(Ordering::Relaxed) {
-                error = Some(NetError::Interrupted);
-                break 'passes;
-            }
-            if let Some(why) = sink.stop() {
-                error = Some(NetError::Output(why));
+            if let Some(e) = halted(sink, interrupt) {
+                error = Some(e);
                 break 'passes;
             }
             let size = result.points[i].size;
@@ -362,11 +368,8 @@ fn sweep_rates<P: Peer + ?Sized>(
 ) -> Option<NetError> {
     let size = m.spec().sizes.first().copied().unwrap_or(0);
     for (i, &rate) in rates.iter().enumerate() {
-        if interrupt.load(Ordering::Relaxed) {
-            return Some(NetError::Interrupted);
-        }
-        if let Some(why) = sink.stop() {
-            return Some(NetError::Output(why));
+        if let Some(e) = halted(sink, interrupt) {
+            return Some(e);
         }
         sink.measuring(i, size);
         m.pattern.offer(rate);
@@ -392,11 +395,8 @@ fn sweep<P: Peer + ?Sized>(
 ) -> Option<NetError> {
     let spec = m.spec();
     for (i, &size) in sizes.iter().enumerate() {
-        if interrupt.load(Ordering::Relaxed) {
-            return Some(NetError::Interrupted);
-        }
-        if let Some(why) = sink.stop() {
-            return Some(NetError::Output(why));
+        if let Some(e) = halted(sink, interrupt) {
+            return Some(e);
         }
         sink.measuring(i, size);
         match m.point(size) {

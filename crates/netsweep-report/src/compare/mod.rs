@@ -235,7 +235,7 @@ fn metric(a: &RunResult, b: &RunResult, m: Metric, noise: f64) -> Option<MetricC
             (s.confidence >= CONFIDENCE).then_some((s.lo, s.hi)),
         )
     });
-    let headline = ranges::headline(m, &rows, differing, median_ratio, median_ratio_ci95, noise);
+    let headline = ranges::headline(m, &rows, median_ratio, median_ratio_ci95, noise);
     let ranges = ranges::group(&rows);
     let summary = ranges
         .iter()

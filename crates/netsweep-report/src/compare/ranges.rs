@@ -137,7 +137,6 @@ fn signed_pct(ratio: f64) -> String {
 pub fn headline(
     m: Metric,
     rows: &[Row],
-    differing: u32,
     median: f64,
     ci: Option<(f64, f64)>,
     noise: f64,
@@ -153,6 +152,7 @@ pub fn headline(
         .filter(|r| r.verdict == Verdict::Unknown)
         .count();
     let n = rows.len();
+    let differing = better + worse;
     let what = if differing == 0 {
         format!(
             "no difference beyond {:.0}% at any of {n} points",
@@ -268,7 +268,7 @@ mod tests {
             "no difference beyond 2% from 4 KiB to 8 KiB (2 points; B/A 0.99–1.01)"
         );
         assert_eq!(
-            headline(Metric::Throughput, &rows, 2, 1.04, None, 0.02),
+            headline(Metric::Throughput, &rows, 1.04, None, 0.02),
             "throughput: B differs from A at 2 of 4 points (2 faster, 0 slower); median change +4.0% (too few points for its interval)"
         );
         let same: Vec<Row> = rows
@@ -279,7 +279,7 @@ mod tests {
             })
             .collect();
         assert_eq!(
-            headline(Metric::Latency, &same, 0, 0.995, Some((0.99, 1.003)), 0.02),
+            headline(Metric::Latency, &same, 0.995, Some((0.99, 1.003)), 0.02),
             "latency: no difference beyond 2% at any of 4 points; median change -0.5% [-1.0%, +0.3%]"
         );
         assert!(group(&[]).is_empty());

@@ -194,6 +194,9 @@ pub(super) fn sender(
     let cps: [u64; CHECKPOINTS] = std::array::from_fn(|j| checkpoint(plan.duration_ns, j));
     let start = Instant::now();
     let mut owed_from = None::<u64>;
+    // When the last request went out (ns from the epoch): the deadline is judged on it, so
+    // the loop reads the clock once per request, as it did before the deadline existed.
+    let mut sent_at = 0u64;
     loop {
         let due = sched.next_due();
         while next_checkpoint < CHECKPOINTS && due >= cps[next_checkpoint] {
@@ -203,7 +206,7 @@ pub(super) fn sender(
         if due >= plan.duration_ns {
             break;
         }
-        if since(plan.epoch) >= super::deadline_ns(plan.duration_ns) || crate::stop::requested() {
+        if sent_at >= super::deadline_ns(plan.duration_ns) || crate::stop::requested() {
             // The trial's deadline, whatever the schedule still owes (a rate the path cannot
             // carry must not stretch the trial): the rest is due but not sent.
             owed_from = Some(due);
@@ -214,7 +217,8 @@ pub(super) fn sender(
             break;
         }
         wait_reading(ep, &mut reading, plan.epoch, due)?;
-        lateness.record(since(plan.epoch) - due);
+        sent_at = since(plan.epoch);
+        lateness.record(sent_at - due);
         stamp(&mut tx[..plan.size], plan.cookie, seq, due);
         seq += 1;
         match send_request(ep, &mut reading, &tx[..plan.size], plan.epoch) {
