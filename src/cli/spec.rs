@@ -97,7 +97,8 @@ fn check_points(spec: &RunSpec) -> Result<(), String> {
     let n = points(spec);
     if n > MAX_POINTS {
         return Err(format!(
-            "{n} points ('{}'): more than {MAX_POINTS} in one run (hours at the point budget):              use larger steps (e.g. :*2 or :+1k) or a narrower range",
+            "{n} points ('{}'): more than {MAX_POINTS} in one run (hours at the point budget): \
+             use larger steps (e.g. :*2 or :+1k) or a narrower range",
             spec.sizes_spec
         ));
     }
@@ -107,14 +108,24 @@ fn check_points(spec: &RunSpec) -> Result<(), String> {
 /// A warning for a run estimated to last over ten minutes, before it starts.
 pub fn long_run_warning(spec: &RunSpec) -> Option<String> {
     let n = points(spec) as u64;
-    let per_point =
-        spec.max_point_time_ns
-            .saturating_add(if spec.warmup { spec.trial_time_ns } else { 0 });
-    let est = n.saturating_mul(per_point);
+    let warmup = if spec.warmup { spec.trial_time_ns } else { 0 };
+    let per_point = spec.max_point_time_ns.saturating_add(warmup);
+    // Each later pass (`--passes`) visits every point again with --min-trials trials.
+    let revisit = warmup.saturating_add(spec.trial_time_ns * u64::from(spec.min_trials));
+    let est = n.saturating_mul(
+        per_point.saturating_add(revisit.saturating_mul(u64::from(spec.passes.max(1) - 1))),
+    );
     (est > LONG_RUN_NS).then(|| {
         format!(
-            "this run has {n} points of up to {:.1} s each: about {:.0} minutes; use larger              steps in --sizes or a smaller --max-point-time for a shorter one (Ctrl-C keeps              the points measured)",
+            "this run has {n} points of up to {:.1} s each{}: about {:.0} minutes; use larger \
+             steps in --sizes, a smaller --max-point-time or fewer --passes for a shorter one \
+             (Ctrl-C keeps the points measured)",
             per_point as f64 / 1e9,
+            if spec.passes > 1 {
+                format!(", visited in {} passes", spec.passes)
+            } else {
+                String::new()
+            },
             est as f64 / 60e9
         )
     })
@@ -297,11 +308,22 @@ mod tests {
         let s = spec(&["--sizes", "1..4000:+1"]).unwrap();
         let w = long_run_warning(&s).unwrap();
         assert!(w.contains("4000 points") && w.contains("21 minutes"), "{w}");
+        assert!(
+            !e.contains("  ") && !w.contains("  "),
+            "runs of spaces: {e} / {w}"
+        );
         assert_eq!(
             long_run_warning(&spec(&["--sizes", "1..1000:+1"]).unwrap()),
             None
         );
         assert_eq!(long_run_warning(&spec(&[]).unwrap()), None);
+        // Passes count: 1000 points of 0.32 s, then 9 visits of 80 ms each: about 17 minutes.
+        let w =
+            long_run_warning(&spec(&["--sizes", "1..1000:+1", "--passes", "10"]).unwrap()).unwrap();
+        assert!(
+            w.contains("in 10 passes") && w.contains("17 minutes"),
+            "{w}"
+        );
     }
 
     #[test]

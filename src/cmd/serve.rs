@@ -27,7 +27,8 @@ const MIN_MEMORY: u64 = 1 << 20;
 fn check_limits(a: &ServeArgs) -> Result<()> {
     if a.max_size == Some(0) {
         return Err(Error::usage(
-            "--max-size 0 would refuse every run (a message is at least 1 byte): give e.g. 1M,              or leave it out for the default 64M",
+            "--max-size 0 would refuse every run (a message is at least 1 byte): give e.g. 1M, \
+             or leave it out for the default 64M",
         ));
     }
     for (flag, v) in [
@@ -36,7 +37,8 @@ fn check_limits(a: &ServeArgs) -> Result<()> {
     ] {
         if let Some(m) = v.filter(|&m| m < MIN_MEMORY) {
             return Err(Error::usage(format!(
-                "{flag} {}: no session fits in under {}: give at least 1M (e.g. 256M), or leave                  it out for the default",
+                "{flag} {}: no session fits in under {}: give at least 1M (e.g. 256M), or leave \
+             it out for the default",
                 bytes(m),
                 bytes(MIN_MEMORY)
             )));
@@ -56,7 +58,8 @@ fn check_limits(a: &ServeArgs) -> Result<()> {
             }
             Err(e) => {
                 return Err(Error::usage(format!(
-                    "--iperf3-results {}: cannot write there ({e}): give a directory this user                      can write",
+                    "--iperf3-results {}: cannot write there ({e}): give a directory this user \
+             can write",
                     dir.display()
                 )))
             }

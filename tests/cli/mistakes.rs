@@ -90,6 +90,10 @@ fn serve_refuses_limits_that_serve_nothing_at_startup() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!err.contains("listening"), "{args:?}: {err}");
+        assert!(
+            !err.contains("  "),
+            "{args:?}: a run of spaces inside the message: {err}"
+        );
     }
 }
 
