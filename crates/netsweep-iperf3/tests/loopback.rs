@@ -168,21 +168,33 @@ fn a_busy_server_is_access_denied() {
 #[ignore = "needs iperf3: ./run-tests installs it as root"]
 fn no_server_is_a_connect_error_naming_the_fix() {
     common::require_iperf3();
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A privileged port nothing listens on: an ephemeral one, freed, can be the next test's
+    // server by the time this connects.
+    let port = (9..1024)
+        .find(|&p| !common::listening(p))
+        .expect("every port below 1024 listens");
+    let free = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let e = run_test(free, &params(false, 1000, 1000, false)).unwrap_err();
     assert!(matches!(e, Iperf3Error::Connect { .. }), "{e}");
     assert!(e.to_string().contains("iperf3 -s"), "{e}");
 }
 
-/// Runs `p` against `srv`, kills the server after `after`, and returns the error (bounded).
+/// Runs `p` against a server, kills the server `after` the test's control connection is up,
+/// and returns the error (bounded). (A fixed sleep from the start killed a server the client
+/// of a loaded CI host had not reached yet: "connection refused".)
 fn killed_mid_test(p: TestParams, after: Duration) -> Iperf3Error {
     let mut srv = Server::start();
     let addr = srv.addr;
     let (tx, rx) = std::sync::mpsc::channel();
     let t = std::thread::spawn(move || tx.send(run_test(addr, &p)).unwrap());
+    let t0 = std::time::Instant::now();
+    while common::sockets(addr.port(), "01") == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the client never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::thread::sleep(after);
     srv.child.kill().unwrap();
     let r = rx
@@ -199,7 +211,7 @@ fn a_server_killed_mid_test_is_an_error_not_a_hang() {
         let mut p = TestParams::new(udp, 1400, Bound::Duration(Duration::from_secs(30)), reverse);
         p.timeout = Duration::from_secs(3);
         p.udp_rate_bps = Some(50_000_000);
-        let e = killed_mid_test(p, Duration::from_millis(700));
+        let e = killed_mid_test(p, Duration::from_millis(500));
         eprintln!("udp={udp} reverse={reverse}: {e}");
         assert!(
             matches!(e, Iperf3Error::Closed { .. } | Iperf3Error::Timeout { .. }),

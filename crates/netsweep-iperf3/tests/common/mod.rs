@@ -22,15 +22,25 @@ pub fn require_iperf3() {
 /// Whether something listens on TCP `port` in this thread's network namespace (from
 /// /proc/thread-self/net/tcp*: a lab thread's namespace is its own, not its process's).
 pub fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X} ");
+    sockets(port, "0A") > 0
+}
+
+/// How many TCP sockets of this network namespace have local port `port` in state `st` (the
+/// kernel's hex code: `0A` listening, `01` established).
+pub fn sockets(port: u16, st: &str) -> usize {
+    let want = format!(":{port:04X}");
     ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
         .iter()
-        .any(|f| {
-            std::fs::read_to_string(f).is_ok_and(|t| {
-                t.lines()
-                    .any(|l| l.split_whitespace().nth(3) == Some("0A") && l.contains(&want))
-            })
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .map(|t| {
+            t.lines()
+                .filter(|l| {
+                    let w: Vec<&str> = l.split_whitespace().collect();
+                    w.len() > 3 && w[1].ends_with(&want) && w[3] == st
+                })
+                .count()
         })
+        .sum()
 }
 
 /// A running `iperf3 -s -1` (one test, then it exits).
