@@ -5,6 +5,7 @@ use netsweep_testkit::exe as common;
 mod anomaly_clean;
 mod anomaly_lab;
 mod background;
+mod directions;
 mod emulator;
 mod experiments;
 mod netns_remote;

@@ -11,25 +11,6 @@ use netsweep_testkit::lab::{
 use serde_json::Value;
 use std::process::{Output, Stdio};
 
-fn client(lab: &Lab, target: &str, out: &std::path::Path, args: &[&str]) -> std::process::Command {
-    let mut c = lab
-        .command(
-            "client",
-            &[
-                bin(),
-                "run",
-                target,
-                "--no-save",
-                "-q",
-                "-o",
-                out.to_str().unwrap(),
-            ],
-        )
-        .unwrap();
-    c.args(args);
-    c
-}
-
 fn load(o: &Output, p: &std::path::Path) -> Value {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -81,13 +62,13 @@ fn priority_values_map_to_their_htb_classes_under_competing_load() {
     let before = lab
         .class_stats(&lab.layout().links[0].name, "client")
         .unwrap();
-    let ca = client(&lab, &format!("{addr}:7201"), &dir.join("p1.json"), &common)
+    let ca = run_in(&lab, &format!("{addr}:7201"), &dir.join("p1.json"), &common)
         .args(["--priority", "1"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let cb = client(&lab, &format!("{addr}:7202"), &dir.join("p2.json"), &common)
+    let cb = run_in(&lab, &format!("{addr}:7202"), &dir.join("p2.json"), &common)
         .args(["--priority", "2"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -161,7 +142,7 @@ fn udp_across_the_fragmentation_boundary_loses_per_fragment() {
     let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
     let out = scratch("frag").join("u.json");
     // 1472 B is one frame; 2952 B (+8 UDP = 2 × 1480) is exactly two fragments.
-    let o = client(
+    let o = run_in(
         &lab,
         &format!("{addr}:7200"),
         &out,
@@ -273,7 +254,7 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
         let backlog_before = backlog_drops().unwrap();
         let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
         let out = dir.join(format!("{t}.json"));
-        let o = client(
+        let o = run_in(
             &lab,
             &format!("{addr}:7200"),
             &out,
@@ -326,7 +307,7 @@ fn packet_and_udp_side_by_side_up_to_the_mtu() {
     assert_eq!(rows[0]["spec"]["family"], "link");
     // One byte past the packet payload limit is refused, naming the MTU.
     let mut s = serve_in(&lab, "server", "0.0.0.0", 7200);
-    let o = client(
+    let o = run_in(
         &lab,
         &format!("{addr}:7200"),
         &dir.join("x.json"),

@@ -271,6 +271,57 @@ pub fn recv_message<E: Endpoint + ?Sized>(ep: &mut E, buf: &mut [u8]) -> io::Res
     Ok(calls)
 }
 
+/// [`recv_message`], timing a message that took more than one receive: its bytes after the
+/// first receive, and the instants the first and the last receive returned. A message in one
+/// receive costs no clock read.
+pub fn recv_message_timed<E: Endpoint + ?Sized>(
+    ep: &mut E,
+    buf: &mut [u8],
+) -> io::Result<(u64, Option<Spread>)> {
+    let first = loop {
+        match ep.recv(buf) {
+            Ok(0) if !buf.is_empty() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "peer closed the data connection",
+                ))
+            }
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    if first == buf.len() {
+        return Ok((1, None));
+    }
+    let t_first = std::time::Instant::now();
+    let calls = 1 + recv_message(ep, &mut buf[first..])?;
+    let spread = Spread {
+        bytes: (buf.len() - first) as u64,
+        first: t_first,
+        last: std::time::Instant::now(),
+    };
+    Ok((calls, Some(spread)))
+}
+
+/// How a message that took more than one receive arrived.
+#[derive(Debug, Clone, Copy)]
+pub struct Spread {
+    /// Its bytes after the first receive.
+    pub bytes: u64,
+    /// When the first receive returned.
+    pub first: std::time::Instant,
+    /// When the last one did.
+    pub last: std::time::Instant,
+}
+
+impl Spread {
+    /// From the first receive's return to the last's, nanoseconds.
+    pub fn span_ns(&self) -> u64 {
+        self.last.duration_since(self.first).as_nanos() as u64
+    }
+}
+
 /// True when an I/O error is a receive timeout (SO_RCVTIMEO expiry).
 pub fn is_timeout(e: &io::Error) -> bool {
     matches!(

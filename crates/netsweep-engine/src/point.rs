@@ -82,6 +82,7 @@ impl Tally {
             receiver_mbps: None,
             loss: None,
             reverse: None,
+            directions: None,
             rate: None,
             flows: None,
             client: totals(&self.client, self.wall_ns, moved.0, self.trials),
@@ -185,6 +186,7 @@ fn add(sum: &mut SideCounters, c: &SideCounters) {
     crate::kernel::add(&mut sum.kernel, &c.kernel);
     sum.socket_drops = add_opt(sum.socket_drops, c.socket_drops);
     sum.send_errors.add(&c.send_errors);
+    sum.arrival.add(&c.arrival);
 }
 
 fn add_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {

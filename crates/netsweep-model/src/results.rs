@@ -440,11 +440,13 @@ pub struct PointResult {
     /// Datagram transports: loss, reordering, duplicates, jitter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loss: Option<Loss>,
-    /// Bidir: the server-to-client direction's figures; `sender_mbps`, `receiver_mbps` and
-    /// `loss` above are then the client-to-server direction's, and `throughput_mbps` the sum
-    /// of both directions' receiver rates.
+    /// Bidir: the server-to-client direction's figures; `sender_mbps`, `receiver_mbps` and `loss`
+    /// are then client-to-server's, `throughput_mbps` both directions' receiver rates summed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<DirectionFigures>,
+    /// Pingpong over a stream: each direction's delivery rate, as its receiver timed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directions: Option<crate::symmetry::Directions>,
     /// Rate: offered and delivered load, sender lateness, the timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<crate::load::RateFigures>,

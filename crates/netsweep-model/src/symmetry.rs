@@ -1,10 +1,98 @@
-//! Whether a lab shapes the two directions of a link differently — when it does, a pingpong's
-//! RTT/2 is not a one-way time and its throughput (size ÷ RTT/2) is neither direction's rate
-//! (NPtcp reported 182 Mbit/s across a link shaped to 100 Mbit/s one way). Read from the lab
+//! Whether a round trip's two directions differ — when they do, a pingpong's RTT/2 is not a
+//! one-way time and its throughput (size ÷ RTT/2) is neither direction's rate (NPtcp reported
+//! 182 Mbit/s across a link shaped to 100 Mbit/s one way). Found on any path from each
+//! direction's delivery rate as its receiver timed it ([`Directions`]), and read from the lab
 //! description a run records (`--lab-meta`: links with their shapers, `toward` a host, `rate`
-//! in bit/s), so a run says so itself.
+//! in bit/s).
 
+use crate::results::RunResult;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// Each direction of a pingpong's round trip, as its receiver timed it: a message's bytes
+/// after its first receive over the time from that receive's return to the last one's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Directions {
+    /// Client→server, timed by the server; `None` when too few requests took more than one
+    /// receive to time it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_server: Option<DirectionRate>,
+    /// Server→client, timed by the client; `None` likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_client: Option<DirectionRate>,
+}
+
+/// One direction's delivery rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DirectionRate {
+    /// Mbit/s (10⁶ bit/s).
+    pub mbps: f64,
+    /// Messages it was timed over (those that arrived in more than one receive).
+    pub messages: u64,
+}
+
+impl DirectionRate {
+    /// The rate of a median time per byte (femtoseconds) over `messages` messages.
+    pub fn from_fs_per_byte(fs_per_byte: f64, messages: u64) -> Self {
+        Self {
+            mbps: 8e9 / fs_per_byte,
+            messages,
+        }
+    }
+}
+
+/// By how much size ÷ (RTT/2) may exceed the slower direction's delivery rate before the run
+/// says the directions differ.
+pub const ASYMMETRY_MARGIN: f64 = 0.10;
+
+/// Warns, on any path, when a pingpong's throughput (size ÷ RTT/2) exceeds the slower timed
+/// direction's delivery rate by more than [`ASYMMETRY_MARGIN`]: that direction took more than
+/// half the round trip, so the two differ and RTT/2 is neither one's time. One timed
+/// direction suffices (a fast one often arrives in one receive and cannot be timed).
+pub fn annotate(run: &mut RunResult) {
+    let over: Vec<_> = run
+        .points
+        .iter()
+        .filter_map(|p| {
+            let d = p.directions?;
+            let (up, down) = (d.to_server.map(|r| r.mbps), d.to_client.map(|r| r.mbps));
+            // A direction that takes more than half the round trip: the other one took less.
+            let slow = up.into_iter().chain(down).reduce(f64::min)?;
+            let rtt_rate = p.throughput_mbps.mean;
+            (rtt_rate > slow * (1.0 + ASYMMETRY_MARGIN)).then_some((p.size, rtt_rate, up, down))
+        })
+        .collect();
+    let (Some(first), Some(&(size, rtt_rate, up, down))) = (over.first(), over.last()) else {
+        return;
+    };
+    let sizes = if over.len() == 1 {
+        shown_size(size)
+    } else {
+        format!("{}–{}", shown_size(first.0), shown_size(size))
+    };
+    let shown = |r: Option<f64>| r.map_or("not timed".into(), |r| format!("{r:.1} Mbit/s"));
+    run.warnings.push(format!(
+        "the two directions differ: size ÷ (RTT/2) exceeds the slower direction's delivery \
+         rate by more than {:.0}% at {} of {} sizes ({sizes}; at {}: {rtt_rate:.1} Mbit/s, \
+         client→server {}, server→client {} as each receiver timed it), so RTT/2 is not a \
+         one-way time and pingpong throughput is neither direction's rate",
+        ASYMMETRY_MARGIN * 100.0,
+        over.len(),
+        run.points.len(),
+        shown_size(size),
+        shown(up),
+        shown(down),
+    ));
+}
+
+fn shown_size(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
 
 /// One description per link whose directions are shaped differently, e.g.
 /// `link client-server: client→server 100 Mbit/s, server→client unshaped`.
@@ -73,5 +161,65 @@ mod tests {
         assert!(lab_asymmetries(&equal).is_empty());
         assert!(lab_asymmetries(&link(json!([]))).is_empty());
         assert!(lab_asymmetries(&json!({"anything": 1})).is_empty());
+    }
+
+    fn run(points: &[(u64, f64, Option<f64>, Option<f64>)]) -> RunResult {
+        let mut r =
+            crate::results::load(include_str!("../../../tests/data/udp-stream.json")).unwrap();
+        let p0 = r.points[0].clone();
+        r.points = points
+            .iter()
+            .map(|&(size, rtt_rate, up, down)| {
+                let mut p = p0.clone();
+                p.size = size;
+                p.throughput_mbps.mean = rtt_rate;
+                let rate = |m: Option<f64>| m.map(|mbps| DirectionRate { mbps, messages: 9 });
+                p.directions = Some(Directions {
+                    to_server: rate(up),
+                    to_client: rate(down),
+                });
+                p
+            })
+            .collect();
+        r.warnings.clear();
+        r
+    }
+
+    #[test]
+    fn size_over_half_the_round_trip_beyond_the_slower_direction_warns_once() {
+        // 47 Mbit/s one way, 900 the other: RTT/2 makes about 89; at 256 KiB and 1 MiB.
+        let mut r = run(&[
+            (65536, 40.0, None, Some(900.0)),
+            (262144, 89.0, Some(45.0), Some(900.0)),
+            (1 << 20, 89.9, Some(44.9), Some(910.0)),
+        ]);
+        annotate(&mut r);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        let w = &r.warnings[0];
+        assert!(
+            w.contains("at 2 of 3 sizes (256 KiB–1 MiB; at 1 MiB: 89.9 Mbit/s"),
+            "{w}"
+        );
+        assert!(
+            w.contains("client→server 44.9 Mbit/s, server→client 910.0 Mbit/s"),
+            "{w}"
+        );
+        // Within the margin (10%), either way round, or nothing timed: no warning.
+        for pts in [
+            [(1 << 20, 49.0, Some(45.0), Some(46.0))],
+            [(1 << 20, 49.0, Some(900.0), Some(45.0))],
+            [(1 << 20, 49.0, None, Some(45.0))],
+            [(1 << 20, 89.0, None, None)],
+        ] {
+            let mut r = run(&pts);
+            annotate(&mut r);
+            assert!(r.warnings.is_empty(), "{pts:?}: {:?}", r.warnings);
+        }
+        // The slow direction alone timed (the fast one arrived in one receive): enough.
+        let mut one = run(&[(1000, 89.0, Some(45.0), None)]);
+        annotate(&mut one);
+        let w = &one.warnings[0];
+        assert!(w.contains("at 1 of 1 sizes (1000 B;"), "{w}");
+        assert!(w.contains("server→client not timed"), "{w}");
     }
 }

@@ -105,6 +105,25 @@ pub fn run_json(out: &Path, args: &[&str]) -> (Output, serde_json::Value) {
 
 pub use crate::{have, is_root, require_root, require_tool};
 
+/// `netsweep run TARGET --no-save -q -o OUT ARGS…` inside the lab's `client` host, to spawn
+/// or run: a run told nothing about the lab.
+pub fn run_in(
+    lab: &netsweep_lab::Lab,
+    target: &str,
+    out: &Path,
+    args: &[&str],
+) -> std::process::Command {
+    let out = out.to_str().expect("a UTF-8 path");
+    let mut c = lab
+        .command(
+            "client",
+            &[bin(), "run", target, "--no-save", "-q", "-o", out],
+        )
+        .unwrap();
+    c.args(args);
+    c
+}
+
 /// Starts `netsweep serve` on `bind:port` inside a lab host and waits until it listens.
 pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> std::process::Child {
     use std::process::Stdio;

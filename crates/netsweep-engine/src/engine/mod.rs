@@ -219,6 +219,7 @@ fn conclude(
     result.finished_at = Some(netsweep_model::time::rfc3339(SystemTime::now()));
     netsweep_model::anomaly::annotate(&mut result);
     netsweep_model::load::annotate(&mut result);
+    netsweep_model::symmetry::annotate(&mut result);
     result.summarise(run_start.elapsed().as_nanos() as u64);
     sink.finished(&result);
     RunOutcome { result, error }

@@ -101,6 +101,8 @@ pub fn server_trial(
     let mut idle_slices = IdleSlices::new(idle);
     let mut done = 0u64;
     let mut off = 0usize;
+    let mut first = None::<(Instant, usize)>;
+    let mut arrivals = super::arrival::Arrivals::default();
     while done < reps {
         let buf = bufs.get(if bufs.count > 1 {
             (done % bufs.count as u64) as usize
@@ -140,8 +142,17 @@ pub fn server_trial(
                     }
                     done += 1;
                 } else {
+                    // A request's arrival, first receive to last (the client→server
+                    // direction): one clock read when its first receive returns short.
+                    if off == 0 && n < size {
+                        first = Some((Instant::now(), n));
+                    }
                     off += n;
                     if off == size {
+                        if let Some((t, n0)) = first.take() {
+                            let span = t.elapsed().as_nanos() as u64;
+                            arrivals.record_span((size - n0) as u64, span, size);
+                        }
                         c.messages_received += 1;
                         c.send_calls += send_message(ep, &buf[..size])?;
                         c.bytes_sent += size as u64;
@@ -168,5 +179,6 @@ pub fn server_trial(
         }
     }
     c.active_ns = start.elapsed().as_nanos() as u64;
+    c.arrival = arrivals.finish();
     Ok(c)
 }

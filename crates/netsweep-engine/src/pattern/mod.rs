@@ -1,7 +1,8 @@
 //! Traffic patterns: each pattern (`pingpong`, `stream`, `crr`, `bidir`, `rate`) is one file,
 //! or a folder for rate, owning everything about it — the timed loops of both sides (nothing in them allocates, logs, locks or
 //! touches the control connection), its data path on each side, what a repetition is, and
-//! how its trials fold into a point. `echo` (the echo server of pingpong and rate), `dgram`
+//! how its trials fold into a point. `echo` (the echo server of pingpong and rate), `arrival`
+//! (a receiver's timing of each message, one direction's figure), `dgram`
 //! (the datagram header and loss accounting) and `loops` (trial signals, idle slices, refused
 //! sends) hold what the patterns share; this file
 //! holds the traits a pattern implements and the registry.
@@ -24,6 +25,7 @@
 //! Nothing else changes: the engine, the server and the control protocol reach a pattern
 //! only through its [`Registration`].
 
+mod arrival;
 pub mod bidir;
 pub mod crr;
 pub mod dgram;

@@ -4,6 +4,7 @@
 
 pub(crate) mod flow;
 
+use super::arrival::DirectionTrials;
 use super::{
     any_trial, count_send_error, ClientOpen, ClientPattern, PointFigures, Registration, Sizing,
     TrialOutcome,
@@ -11,11 +12,12 @@ use super::{
 use crate::error::NetError;
 use crate::point::{distribution, rate_from_times, Tally};
 use netsweep_endpoint::{
-    is_timeout, pool_stride, recv_message, send_message, Endpoint, MessageBuffer, Slots,
+    is_timeout, pool_stride, recv_message_timed, send_message, Endpoint, MessageBuffer, Slots,
 };
 use netsweep_model::results::{Latency, Loss, PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
+use netsweep_model::symmetry::Directions;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
 use std::io;
 use std::time::{Duration, Instant};
@@ -83,6 +85,7 @@ pub fn client_trial(
     let pools = txs.count.max(rxs.count);
     let datagram = ep.is_datagram();
     let mut t = ClientTrial::default();
+    let mut arrivals = super::arrival::Arrivals::default();
     let start = Instant::now();
     for i in 0..reps {
         let seq = first_seq + i;
@@ -131,10 +134,22 @@ pub fn client_trial(
                 // This request was counted lost: no round trip to record.
                 continue;
             }
-        } else {
-            t.counters.recv_calls += recv_message(ep, &mut rx[..size])?;
         }
-        let rtt = t0.elapsed().as_nanos() as u64;
+        // On a stream the echo's arrival is timed too (the server→client direction); its
+        // last receive's clock read ends the round trip.
+        let end = if datagram {
+            None
+        } else {
+            let (calls, spread) = recv_message_timed(ep, &mut rx[..size])?;
+            t.counters.recv_calls += calls;
+            spread.map(|s| {
+                arrivals.record(&s, size);
+                s.last
+            })
+        };
+        let rtt = end
+            .map_or_else(|| t0.elapsed(), |e| e.duration_since(t0))
+            .as_nanos() as u64;
         hist.record(rtt);
         t.rtt_sum_ns += rtt;
         t.completed += 1;
@@ -145,6 +160,7 @@ pub fn client_trial(
         }
     }
     t.counters.active_ns = start.elapsed().as_nanos() as u64;
+    t.counters.arrival = arrivals.finish();
     Ok(t)
 }
 
@@ -178,6 +194,10 @@ struct Client {
     lost: u64,
     late: u64,
     sent: u64,
+    /// Client→server, as the server timed each request's arrival.
+    to_server: DirectionTrials,
+    /// Server→client, as this side timed each echo's.
+    to_client: DirectionTrials,
 }
 
 impl Client {
@@ -205,6 +225,8 @@ impl Client {
             lost: 0,
             late: 0,
             sent: 0,
+            to_server: DirectionTrials::default(),
+            to_client: DirectionTrials::default(),
         }))
     }
 }
@@ -245,6 +267,8 @@ impl PointFigures for Client {
         self.means.clear();
         self.best_rtt = f64::INFINITY;
         (self.lost, self.late, self.sent) = (0, 0, 0);
+        self.to_server.clear();
+        self.to_client.clear();
         Ok(())
     }
 
@@ -275,8 +299,10 @@ impl PointFigures for Client {
     // (p99, max, mean). Throughput is derived from the grand mean of the trial medians
     // (bytes ÷ RTT/2, NetPIPE's figure), not averaged per trial: a mean of reciprocals
     // would be dominated by the fastest trials.
-    fn fold(&mut self, _out: &TrialOutcome) -> Result<(), NetError> {
+    fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
         let t = &self.last;
+        self.to_server.fold(&out.server, t.completed);
+        self.to_client.fold(&out.client, t.completed);
         self.lost += t.lost;
         self.late += t.late;
         // Requests the local stack refused were never sent.
@@ -327,6 +353,11 @@ impl PointFigures for Client {
             ));
         }
         let moved = tally.client.bytes_sent + tally.client.bytes_received;
+        let directions = Directions {
+            to_server: self.to_server.rate(),
+            to_client: self.to_client.rate(),
+        };
+        let directions = (directions != Directions::default()).then_some(directions);
         let reps = timed.repetitions;
         let mut p = tally.point(
             spec,
@@ -336,6 +367,7 @@ impl PointFigures for Client {
             stop_reason,
             (moved, moved),
         );
+        p.directions = directions;
         p.latency = Some(Latency {
             rtt_ns: rtt,
             half_rtt_ns: half,
