@@ -152,6 +152,13 @@ pub struct RunArgs {
     #[arg(short = 'R', long)]
     pub reverse: bool,
 
+    /// Pingpong: each direction's one-way delay from both ends' wall clocks (iperf2's
+    /// --trip-times). True only when the clocks agree (NTP or PTP, or both ends on one host);
+    /// the results also carry the clock offset the round trips allow, and the run warns when
+    /// the ends are not on one host. Messages need at least 24 B (32 B on datagrams).
+    #[arg(long)]
+    pub one_way: bool,
+
     /// Concurrent flows (iperf3 -P, neper -F): N data connections of the transport, all
     /// started together. stream: each flow sends for the trial time, the point's figure is
     /// the aggregate; pingpong: N request/response flows with one transaction outstanding

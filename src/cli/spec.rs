@@ -52,6 +52,7 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
     spec.reverse = a.reverse;
+    spec.one_way = a.one_way;
     spec.flows = a.flows;
     spec.threads = a.threads;
     let (mut client_knobs, mut server_knobs) = knobs(a, transport)?;

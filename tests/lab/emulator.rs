@@ -15,7 +15,7 @@ use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
 
 /// A lab and the `netsweep serve` in its server host (killed on drop, before the lab).
-struct EmuLab {
+pub(crate) struct EmuLab {
     server: std::process::Child,
     lab: Lab,
 }
@@ -37,7 +37,7 @@ impl std::ops::Deref for EmuLab {
 /// Two hosts joined by an emulated link (link 0, `emulate` its table, `extra` more link
 /// fields) and one whose emulator does nothing (link 1: the path's own round trip, emulator
 /// hops included), a server listening.
-fn lab(tag: &str, extra: &str, emulate: &str) -> EmuLab {
+pub(crate) fn lab(tag: &str, extra: &str, emulate: &str) -> EmuLab {
     set_emulator_exe(bin());
     let topo = format!(
         r#"
@@ -65,12 +65,12 @@ b = "server"
 }
 
 /// The server's address on link `i`.
-fn server_addr(lab: &Lab, i: usize) -> String {
+pub(crate) fn server_addr(lab: &Lab, i: usize) -> String {
     lab.layout().links[i].b.addr.to_string()
 }
 
 /// Runs `netsweep run` in the client host with `args`; its results.
-fn run_in(lab: &Lab, tag: &str, args: &[&str]) -> Value {
+pub(crate) fn run_in(lab: &Lab, tag: &str, args: &[&str]) -> Value {
     let out = scratch(tag).join("run.json");
     let mut argv = vec![bin(), "run"];
     argv.extend_from_slice(args);
@@ -112,15 +112,15 @@ fn points_total(v: &Value, pointer: &str) -> u64 {
 /// (CpuWindow) and stalls of a real-time thread (StallProbe: a vCPU taken by the hypervisor,
 /// which no scheduling of the test's own processes explains). A bound on a tail — a p99, a
 /// lateness, TCP's rate over a long path — holds only then.
-struct Quiet(CpuWindow, StallProbe);
+pub(crate) struct Quiet(CpuWindow, StallProbe);
 
 impl Quiet {
-    fn start() -> Quiet {
+    pub(crate) fn start() -> Quiet {
         Quiet(CpuWindow::start(), StallProbe::start())
     }
 
     /// `None` when quiet, else why not.
-    fn finish(self) -> Option<String> {
+    pub(crate) fn finish(self) -> Option<String> {
         let (busy, stalls) = (self.0.finish(), self.1.finish());
         (!(busy.idle_enough() && stalls.quiet())).then(|| format!("{busy}; {stalls}"))
     }

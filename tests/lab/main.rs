@@ -9,6 +9,7 @@ mod directions;
 mod emulator;
 mod experiments;
 mod netns_remote;
+mod one_way;
 mod paths;
 mod rate_lab;
 mod scenarios;

@@ -430,12 +430,19 @@ fn a_one_way_shaped_link_makes_pingpong_warn_about_rtt_halves() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let pp = load(&out.join("pingpong.json"));
     let warnings = pp["warnings"].as_array().expect("warnings recorded");
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    let w = warnings[0].as_str().unwrap();
-    assert!(
+    // The lab's description says so; the receivers' own timing (issue 39 item 5) may say so
+    // too, from what they measured.
+    let lab_said = warnings.iter().filter_map(Value::as_str).any(|w| {
         w.contains("client→server 20 Mbit/s, server→client unshaped")
-            && w.contains("RTT/2 is not a one-way time"),
-        "{w}"
+            && w.contains("RTT/2 is not a one-way time")
+    });
+    assert!(lab_said, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .filter_map(Value::as_str)
+            .all(|w| w.contains("directions")),
+        "{warnings:?}"
     );
     let table = std::fs::read_to_string(out.join("pingpong.log")).unwrap();
     assert!(

@@ -280,3 +280,54 @@ fn archived_results_without_the_field_load_as_forward() {
     }
     assert!(n >= 3, "the archive holds {n} files");
 }
+
+/// Issue 39 item 6 over loopback, a real `serve` process at the other end: `--one-way` gives
+/// each direction's delay at sizes with room for the stamps (tcp and udp), a note where there
+/// is none, both delays positive and within the round trip, the offset estimate within its
+/// bound, and the clocks' assumption said. Elsewhere a usage error.
+#[test]
+fn one_way_delays_over_loopback_fit_in_the_round_trip() {
+    for t in ["tcp", "udp"] {
+        let v = served(
+            &format!("one-way-{t}"),
+            &["-t", t, "--one-way", "--sizes", "16,64,4k"],
+        );
+        let p = points(&v);
+        assert!(p[0]["directions"]["one_way"].is_null(), "{}", p[0]);
+        assert!(
+            p[0]["notes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|n| n.as_str().unwrap().contains("at least"))),
+            "{}",
+            p[0]
+        );
+        for q in &p[1..] {
+            let o = &q["directions"]["one_way"];
+            let f = |k: &str| {
+                o.pointer(k)
+                    .and_then(Value::as_f64)
+                    .unwrap_or_else(|| panic!("{q}"))
+            };
+            let rtt_max = q["latency"]["rtt_ns"]["max"].as_f64().unwrap();
+            let (up, down) = (f("/to_server_ns/min"), f("/to_client_ns/min"));
+            assert!(up > 0.0 && down > 0.0 && up + down <= rtt_max, "{t}: {o}");
+            assert!(
+                f("/clock_offset_ns").abs() <= f("/clock_offset_bound_ns"),
+                "{o}"
+            );
+            assert!(u(&o["messages"]) >= u(&q["repetitions"]), "{o}");
+        }
+        // This server withholds its host's facts (no --allow host-facts), its boot id among
+        // them: the run cannot know the two ends share a clock, and says what the delays
+        // assume. (In one process, or with the facts shared, it says nothing: tests/lab.)
+        let w = format!("{}", v["warnings"]);
+        assert!(
+            w.contains("one-way delays assume the two ends' clocks agree"),
+            "{w}"
+        );
+    }
+    let o = run(&["run", "--no-save", "-q", "--one-way", "-p", "stream"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--one-way times pingpong"), "{err}");
+}

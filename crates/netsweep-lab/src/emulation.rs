@@ -29,6 +29,7 @@ pub use window::{describe_direction, late_limit_ns, record, Window};
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawEmulate {
     delay: Option<String>,
+    delay_back: Option<String>,
     jitter: Option<String>,
     jitter_dist: Option<JitterDist>,
     jitter_reorders: Option<bool>,
@@ -68,6 +69,8 @@ pub struct Emulation {
     pub spec: DirectionSpec,
     /// Which directions are emulated (the other passes unchanged).
     pub direction: Direction,
+    /// `delay_back`: the b→a direction's delay where it differs from `spec`'s, ns.
+    pub delay_back_ns: Option<u64>,
     /// Which implementation.
     pub engine: Engine,
     /// The CPU the emulator runs on.
@@ -255,9 +258,25 @@ impl RawEmulate {
             },
         };
         spec.check().map_err(|m| (format!("{p}.emulate"), m))?;
+        let direction = self.direction.unwrap_or(Direction::Both);
+        let delay_back_ns = self
+            .delay_back
+            .as_deref()
+            .map(parse_duration_ns)
+            .transpose()
+            .map_err(|m| (f("delay_back"), m))?;
+        if delay_back_ns.is_some() && direction != Direction::Both {
+            return Err((
+                f("delay_back"),
+                "delay_back is the b→a delay of a link emulated both ways: drop direction \
+                 (or give the one direction's delay as delay)"
+                    .into(),
+            ));
+        }
         Ok(Emulation {
             spec,
-            direction: self.direction.unwrap_or(Direction::Both),
+            direction,
+            delay_back_ns,
             engine: self.engine.unwrap_or_default(),
             cpu: self.cpu,
             seed: self.seed,
@@ -321,11 +340,14 @@ pub(crate) fn plan(
 ) -> EmulatorLayout {
     let pass = netsweep_emu::DirectionSpec::default();
     let dir = |from_a| {
-        if e.direction.covers_from_a(from_a) {
-            e.spec.clone()
-        } else {
-            pass.clone()
+        if !e.direction.covers_from_a(from_a) {
+            return pass.clone();
         }
+        let mut d = e.spec.clone();
+        if let (false, Some(back)) = (from_a, e.delay_back_ns) {
+            d.delay_ns = back;
+        }
+        d
     };
     EmulatorLayout {
         engine: match e.engine {
@@ -412,6 +434,17 @@ bands = 4"#)
         assert_eq!(e.engine, Engine::Auto);
         let e = raw(r#"loss = "2%""#).check("l", None).unwrap();
         assert_eq!(e.spec.loss, Loss::Random { p: 0.02 });
+        // An asymmetric delay: 10 ms a→b, 1 ms b→a, in the emulator's two directions.
+        let e = raw("delay = \"10ms\"\ndelay_back = \"1ms\"")
+            .check("l", None)
+            .unwrap();
+        let p = plan(&e, "t", 0, "l0", 1500);
+        let [ab, ba] = &p.config.directions;
+        assert_eq!((ab.delay_ns, ba.delay_ns), (10_000_000, 1_000_000));
+        let one_way = raw("delay = \"10ms\"\ndelay_back = \"1ms\"\ndirection = \"a-to-b\"")
+            .check("l", None)
+            .unwrap_err();
+        assert_eq!(one_way.0, "l.emulate.delay_back");
     }
 
     #[test]

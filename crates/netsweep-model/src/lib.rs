@@ -7,6 +7,7 @@
 
 pub mod anomaly;
 pub mod background;
+pub mod directions;
 pub mod experiment;
 pub mod flows;
 pub mod kernel;

@@ -446,7 +446,7 @@ pub struct PointResult {
     pub reverse: Option<DirectionFigures>,
     /// Pingpong over a stream: each direction's delivery rate, as its receiver timed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub directions: Option<crate::symmetry::Directions>,
+    pub directions: Option<crate::directions::Directions>,
     /// Rate: offered and delivered load, sender lateness, the timeline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<crate::load::RateFigures>,

@@ -370,6 +370,9 @@ pub struct RunSpec {
     /// `sender_mbps` and the bytes sent are the server's, `receiver_mbps` the client's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reverse: bool,
+    /// `--one-way` (pingpong): each direction's one-way delay from both ends' wall clocks.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_way: bool,
     /// `--interval`: length of one timeline interval, ns (0: no timeline) — rate and stream
     /// points keep per-interval samples.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
@@ -442,6 +445,7 @@ impl RunSpec {
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,
             refine: false,
+            one_way: false,
             default_placement: false,
             reverse: false,
             load: None,
@@ -484,6 +488,7 @@ impl RunSpec {
             reverse: self.reverse,
             flows: self.flows,
             threads: self.threads,
+            one_way: self.one_way,
         }
     }
 
@@ -543,8 +548,8 @@ impl RunSpec {
         }
         self.check_interval()?;
         crate::flows::check(self)?;
-        if self.pattern.streams() && self.sizes.contains(&0) {
-            return Err("size 0 cannot be streamed: use sizes of at least 1".into());
+        if self.one_way && (self.pattern != Pattern::Pingpong || self.flows > 1) {
+            return Err("--one-way times pingpong's round trips on one flow: use -p pingpong without --flows".into());
         }
         if !(self.precision > 0.0 && self.precision < 1.0) {
             return Err(format!(

@@ -5,42 +5,9 @@
 //! description a run records (`--lab-meta`: links with their shapers, `toward` a host, `rate`
 //! in bit/s).
 
+pub use crate::directions::{Delay, DirectionRate, Directions, OneWay};
 use crate::results::RunResult;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// Each direction of a pingpong's round trip, as its receiver timed it: a message's bytes
-/// after its first receive over the time from that receive's return to the last one's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Directions {
-    /// Client→server, timed by the server; `None` when too few requests took more than one
-    /// receive to time it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_server: Option<DirectionRate>,
-    /// Server→client, timed by the client; `None` likewise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub to_client: Option<DirectionRate>,
-}
-
-/// One direction's delivery rate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DirectionRate {
-    /// Mbit/s (10⁶ bit/s).
-    pub mbps: f64,
-    /// Messages it was timed over (those that arrived in more than one receive).
-    pub messages: u64,
-}
-
-impl DirectionRate {
-    /// The rate of a median time per byte (femtoseconds) over `messages` messages.
-    pub fn from_fs_per_byte(fs_per_byte: f64, messages: u64) -> Self {
-        Self {
-            mbps: 8e9 / fs_per_byte,
-            messages,
-        }
-    }
-}
 
 /// By how much size ÷ (RTT/2) may exceed the slower direction's delivery rate before the run
 /// says the directions differ.
@@ -51,6 +18,52 @@ pub const ASYMMETRY_MARGIN: f64 = 0.10;
 /// half the round trip, so the two differ and RTT/2 is neither one's time. One timed
 /// direction suffices (a fast one often arrives in one receive and cannot be timed).
 pub fn annotate(run: &mut RunResult) {
+    rates_warning(run);
+    one_way_warning(run);
+}
+
+/// Says what `--one-way` delays rest on: the clocks of the two ends. Nothing when both ran
+/// on one kernel (the same boot id: one clock); otherwise how far the round trips let the
+/// clocks be apart, or that they disagree when a delay read negative.
+fn one_way_warning(run: &mut RunResult) {
+    let timed: Vec<OneWay> = run
+        .points
+        .iter()
+        .filter_map(|p| p.directions?.one_way)
+        .collect();
+    let Some(best) = timed
+        .iter()
+        .min_by(|a, b| a.clock_offset_bound_ns.total_cmp(&b.clock_offset_bound_ns))
+    else {
+        return;
+    };
+    let least = timed
+        .iter()
+        .map(|o| o.to_server_ns.min.min(o.to_client_ns.min))
+        .fold(f64::INFINITY, f64::min);
+    let one_clock = !run.client.boot_id.is_empty() && run.client.boot_id == run.server.boot_id;
+    let us = |ns: f64| ns / 1e3;
+    if least < 0.0 {
+        run.warnings.push(format!(
+            "the two ends' clocks disagree: a one-way delay read {:.1} µs, so they are at \
+             least that far apart and the one-way delays are not the path's; synchronise the \
+             clocks (NTP, PTP) or rely on the round trips",
+            us(least)
+        ));
+    } else if !one_clock {
+        run.warnings.push(format!(
+            "one-way delays assume the two ends' clocks agree (NTP, PTP): the round trips put \
+             the server's clock {:+.1} ± {:.1} µs from the client's, so an asymmetry under \
+             {:.1} µs cannot be told from a clock offset",
+            us(best.clock_offset_ns),
+            us(best.clock_offset_bound_ns),
+            us(2.0 * best.clock_offset_bound_ns)
+        ));
+    }
+}
+
+/// The delivery rates' warning (see [`annotate`]).
+fn rates_warning(run: &mut RunResult) {
     let over: Vec<_> = run
         .points
         .iter()
@@ -177,6 +190,7 @@ mod tests {
                 p.directions = Some(Directions {
                     to_server: rate(up),
                     to_client: rate(down),
+                    one_way: None,
                 });
                 p
             })
@@ -221,5 +235,37 @@ mod tests {
         let w = &one.warnings[0];
         assert!(w.contains("at 1 of 1 sizes (1000 B;"), "{w}");
         assert!(w.contains("server→client not timed"), "{w}");
+    }
+
+    #[test]
+    fn one_way_delays_say_what_they_rest_on_unless_one_clock_served_both_ends() {
+        let with = |up: f64, boots: (&str, &str)| {
+            let mut r = run(&[(64, 1.0, None, None)]);
+            let d = |min| Delay { min, mean: min };
+            r.points[0].directions.as_mut().unwrap().one_way = Some(OneWay {
+                to_server_ns: d(up),
+                to_client_ns: d(1e6),
+                messages: 10,
+                clock_offset_ns: (up - 1e6) / 2.0,
+                clock_offset_bound_ns: (up + 1e6) / 2.0,
+            });
+            r.client.boot_id = boots.0.into();
+            r.server.boot_id = boots.1.into();
+            annotate(&mut r);
+            r.warnings
+        };
+        assert!(with(10e6, ("b1", "b1")).is_empty());
+        let w = with(10e6, ("b1", "b2"));
+        assert!(
+            w[0].contains("+4500.0 ± 5500.0 µs") && w[0].contains("11000.0 µs"),
+            "{w:?}"
+        );
+        // Withheld facts (no boot id) cannot show one clock either.
+        assert_eq!(with(10e6, ("", "")).len(), 1);
+        let w = with(-3e6, ("b1", "b1"));
+        assert!(
+            w[0].contains("clocks disagree") && w[0].contains("-3000.0 µs"),
+            "{w:?}"
+        );
     }
 }

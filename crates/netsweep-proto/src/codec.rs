@@ -96,6 +96,7 @@ pub(crate) mod tests {
                     reverse: true,
                     flows: 4,
                     threads: 2,
+                    one_way: true,
                 },
                 client: HostInfo {
                     tool: "netsweep".into(),

@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod arrival;
 pub mod auth;
 pub mod client;
 pub mod codec;
@@ -27,6 +28,7 @@ pub mod frame;
 pub mod messages;
 pub mod preamble;
 pub mod server;
+pub mod stamps;
 pub mod text;
 
 #[cfg(test)]

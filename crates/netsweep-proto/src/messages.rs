@@ -131,6 +131,12 @@ pub struct SessionSetup {
     /// The server's data threads for the flows (`--threads`); 0 lets the server decide.
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub threads: u32,
+    /// `--one-way` (pingpong): the server writes, into each echo, its wall-clock times of the
+    /// request's first receive and of the echo's send ([`crate::stamps`]). Absent (false) from
+    /// clients that predate it; a server that predates it echoes unstamped, and the client
+    /// says so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub one_way: bool,
 }
 
 impl SessionSetup {
@@ -283,6 +289,8 @@ pub struct TrialSpec {
     pub interval_ns: u64,
 }
 
+pub use crate::arrival::Arrival;
+
 /// What one side counted during one trial.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
@@ -376,57 +384,6 @@ pub struct SideCounters {
     /// direction's delivery rate, without shared clocks).
     #[serde(skip_serializing_if = "Arrival::is_empty")]
     pub arrival: Arrival,
-}
-
-/// A receiver's view of its messages' serialisation: over the messages that took more than
-/// one receive, the bytes after each one's first receive and the time from that receive's
-/// return to the last one's. Their ratio is the direction's delivery rate.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(default)]
-pub struct Arrival {
-    /// Messages that took more than one receive.
-    pub messages: u64,
-    /// Their bytes after each one's first receive.
-    pub bytes: u64,
-    /// Their time from the first receive's return to the last's, nanoseconds.
-    pub span_ns: u64,
-    /// The median over those messages of each one's time per byte after its first receive,
-    /// femtoseconds (one trial's; 0 when none): robust to a message stalled by the host,
-    /// which the ratio of the sums is not.
-    pub median_fs_per_byte: u64,
-}
-
-impl Arrival {
-    /// Nothing recorded.
-    pub fn is_empty(&self) -> bool {
-        self.messages == 0
-    }
-
-    /// Adds one message that took more than one receive.
-    #[inline]
-    pub fn record(&mut self, bytes: u64, span_ns: u64) {
-        self.messages += 1;
-        self.bytes = self.bytes.saturating_add(bytes);
-        self.span_ns = self.span_ns.saturating_add(span_ns);
-    }
-
-    /// Adds another trial's sums (saturating: the figures may come from a peer); a median
-    /// does not add, and the sum keeps none.
-    pub fn add(&mut self, o: &Arrival) {
-        self.messages = self.messages.saturating_add(o.messages);
-        self.bytes = self.bytes.saturating_add(o.bytes);
-        self.span_ns = self.span_ns.saturating_add(o.span_ns);
-        self.median_fs_per_byte = 0;
-    }
-
-    /// One message's time per byte after its first receive, femtoseconds (at least 1).
-    #[inline]
-    pub fn fs_per_byte(bytes: u64, span_ns: u64) -> u64 {
-        (u128::from(span_ns) * 1_000_000 / u128::from(bytes.max(1))).clamp(1, u64::MAX as u128)
-            as u64
-    }
 }
 
 /// What one side of a stream trial counted in one interval of its timeline.

@@ -96,6 +96,7 @@ pub fn unhonoured(spec: &RunSpec) -> Vec<String> {
     no(spec.threads != 0, "--threads");
     no(!spec.background.is_empty(), "--background");
     no(spec.load.is_some(), "--rates");
+    no(spec.one_way, "--one-way");
     for k in [&spec.client_knobs, &spec.server_knobs] {
         no(k.sndbuf.is_some(), "--sndbuf");
         no(k.rcvbuf.is_some(), "--rcvbuf");

@@ -4,12 +4,14 @@
 
 pub(crate) mod flow;
 
+use super::oneway::{self, WallClock};
 use super::{
     count_send_error, Accepted, IdleSlices, ServerBuffers, ServerOpen, ServerPattern, ServerTrial,
     TrialSignals,
 };
 use netsweep_endpoint::{is_timeout, pool_stride, send_message, DataListener, Endpoint, Slots};
 use netsweep_proto::messages::SideCounters;
+use netsweep_proto::stamps;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,7 @@ fn open(
     Ok(Box::new(Echo {
         accepted,
         until_ended,
+        one_way: o.one_way,
     }))
 }
 
@@ -47,6 +50,8 @@ struct Echo {
     /// Rate: echo until the client ends the trial, whatever the repetitions, from one slot.
     /// Pingpong: the trial's repetitions, through the cache pool.
     until_ended: bool,
+    /// `--one-way`: stamp each echo (pingpong).
+    one_way: bool,
 }
 
 impl ServerPattern for Echo {
@@ -79,6 +84,7 @@ impl ServerPattern for Echo {
             reps,
             t.signals,
             t.idle,
+            self.one_way && !self.until_ended,
         )
     }
 }
@@ -86,7 +92,8 @@ impl ServerPattern for Echo {
 /// One trial of the echo server: echoes `size`-byte messages until `reps` echoes were sent,
 /// the client ends the trial (`signals`; on a stream, once every message it announced was
 /// echoed), or nothing arrives for `idle`. Rate's server runs it with unlimited `reps`.
-/// The endpoint's receive timeout must be [`SLICE`](super::SLICE).
+/// The endpoint's receive timeout must be [`SLICE`](super::SLICE). With `one_way`, each echo
+/// with room for them carries the server's `--one-way` stamps.
 pub fn server_trial(
     ep: &mut dyn Endpoint,
     bufs: &mut Slots<'_>,
@@ -94,9 +101,14 @@ pub fn server_trial(
     reps: u64,
     signals: &TrialSignals,
     idle: Duration,
+    one_way: bool,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
     let mut c = SideCounters::default();
+    let stamping = one_way && stamps::fits(size, datagram);
+    let wall = WallClock::now();
+    // The current request's first receive (a stream's message may take several).
+    let mut received = Instant::now();
     let start = Instant::now();
     let mut idle_slices = IdleSlices::new(idle);
     let mut done = 0u64;
@@ -130,6 +142,11 @@ pub fn server_trial(
                 c.bytes_received += n as u64;
                 if datagram {
                     c.messages_received += 1;
+                    if stamping && stamps::fits(n, true) {
+                        // Received and echoed at once: one clock read for both.
+                        let now = wall.at(Instant::now());
+                        oneway::stamp_echo(&mut buf[..n], true, now, now);
+                    }
                     match send_message(ep, &buf[..n]) {
                         Ok(calls) => {
                             c.send_calls += calls;
@@ -144,14 +161,25 @@ pub fn server_trial(
                 } else {
                     // A request's arrival, first receive to last (the client→server
                     // direction): one clock read when its first receive returns short.
-                    if off == 0 && n < size {
-                        first = Some((Instant::now(), n));
+                    if off == 0 && (n < size || stamping) {
+                        received = Instant::now();
+                        if n < size {
+                            first = Some((received, n));
+                        }
                     }
                     off += n;
                     if off == size {
+                        let mut last = None;
                         if let Some((t, n0)) = first.take() {
-                            let span = t.elapsed().as_nanos() as u64;
+                            let now = Instant::now();
+                            last = Some(now);
+                            let span = now.duration_since(t).as_nanos() as u64;
                             arrivals.record_span((size - n0) as u64, span, size);
+                        }
+                        if stamping {
+                            let sent = last.unwrap_or_else(Instant::now);
+                            let (r, s) = (wall.at(received), wall.at(sent));
+                            oneway::stamp_echo(&mut buf[..size], false, r, s);
                         }
                         c.messages_received += 1;
                         c.send_calls += send_message(ep, &buf[..size])?;

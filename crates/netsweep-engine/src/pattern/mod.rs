@@ -33,6 +33,7 @@ pub mod echo;
 pub mod flows;
 pub mod intervals;
 mod loops;
+pub(crate) mod oneway;
 pub mod pingpong;
 pub mod rate;
 mod reverse;
@@ -331,6 +332,8 @@ pub struct ServerOpen {
     pub timeout: Duration,
     /// The client asked for `--reverse`: the server sends (patterns that support it).
     pub reverse: bool,
+    /// The client asked for `--one-way`: the echo server stamps its echoes.
+    pub one_way: bool,
     /// The session's flows (`--flows`; 1 for one).
     pub flows: u32,
     /// The CPU the server's data threads run on (`--cpu`).

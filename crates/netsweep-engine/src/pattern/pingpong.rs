@@ -5,6 +5,7 @@
 pub(crate) mod flow;
 
 use super::arrival::DirectionTrials;
+use super::oneway::{self, OneWayTally, WallClock};
 use super::{
     any_trial, count_send_error, ClientOpen, ClientPattern, PointFigures, Registration, Sizing,
     TrialOutcome,
@@ -19,6 +20,7 @@ use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_model::symmetry::Directions;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
+use netsweep_proto::stamps;
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -50,6 +52,8 @@ pub struct ClientTrial {
     pub refused: u64,
     /// Sum of completed round-trip times, nanoseconds.
     pub rtt_sum_ns: u64,
+    /// `--one-way`: the trial's stamped round trips.
+    pub(crate) one_way: OneWayTally,
 }
 
 /// Writes the low bytes of `seq` into the first min(len, 8) bytes of a datagram request.
@@ -71,7 +75,8 @@ fn tag_matches(buf: &[u8], seq: u64) -> bool {
 /// On datagram endpoints the caller has set the receive timeout to the loss timeout; `rx`
 /// slots are `size` bytes (plus one for datagrams, to see oversize echoes). With more than
 /// one slot, each round trip uses the next slot of each pool (NetPIPE's cache invalidation).
-/// With `verify`, every echo is compared with its request (for untimed warm-ups).
+/// `checks` says whether every echo is compared with its request (for untimed warm-ups) and
+/// whether requests carry `--one-way` stamps.
 pub fn client_trial(
     ep: &mut dyn Endpoint,
     txs: &mut Slots<'_>,
@@ -79,13 +84,15 @@ pub fn client_trial(
     first_seq: u64,
     reps: u64,
     hist: &mut LatencyHistogram,
-    verify: bool,
+    checks: Checks,
 ) -> io::Result<ClientTrial> {
     let size = txs.size;
     let pools = txs.count.max(rxs.count);
     let datagram = ep.is_datagram();
     let mut t = ClientTrial::default();
     let mut arrivals = super::arrival::Arrivals::default();
+    let stamping = checks.one_way && stamps::fits(size, datagram);
+    let wall = WallClock::now();
     let start = Instant::now();
     for i in 0..reps {
         let seq = first_seq + i;
@@ -100,6 +107,9 @@ pub fn client_trial(
             tag(&mut tx[..size], seq);
         }
         let t0 = Instant::now();
+        if stamping {
+            oneway::stamp_request(&mut tx[..size], datagram, wall.at(t0));
+        }
         match send_message(ep, &tx[..size]) {
             Ok(calls) => t.counters.send_calls += calls,
             Err(e) if datagram && count_send_error(&mut t.counters.send_errors, &e) => {
@@ -135,33 +145,60 @@ pub fn client_trial(
                 continue;
             }
         }
-        // On a stream the echo's arrival is timed too (the server→client direction); its
-        // last receive's clock read ends the round trip.
-        let end = if datagram {
-            None
+        // On a stream the echo's arrival is timed too (the server→client direction). Its
+        // first receive and its last: one clock read when it came in one.
+        let (first, end) = if datagram {
+            let now = Instant::now();
+            (now, now)
         } else {
             let (calls, spread) = recv_message_timed(ep, &mut rx[..size])?;
             t.counters.recv_calls += calls;
-            spread.map(|s| {
-                arrivals.record(&s, size);
-                s.last
-            })
+            match spread {
+                Some(s) => {
+                    arrivals.record(&s, size);
+                    (s.first, s.last)
+                }
+                None => {
+                    let now = Instant::now();
+                    (now, now)
+                }
+            }
         };
-        let rtt = end
-            .map_or_else(|| t0.elapsed(), |e| e.duration_since(t0))
-            .as_nanos() as u64;
+        let rtt = end.duration_since(t0).as_nanos() as u64;
+        if stamping {
+            t.one_way.record(&rx[..size], datagram, wall.at(first));
+        }
         hist.record(rtt);
         t.rtt_sum_ns += rtt;
         t.completed += 1;
         t.counters.bytes_received += size as u64;
         t.counters.messages_received += 1;
-        if verify && rx[..size] != tx[..size] {
+        if checks.verify && !same_payload(&rx[..size], &tx[..size], stamping, datagram) {
             t.corrupt += 1;
         }
     }
     t.counters.active_ns = start.elapsed().as_nanos() as u64;
     t.counters.arrival = arrivals.finish();
     Ok(t)
+}
+
+/// What a pingpong trial checks besides the round trips.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Checks {
+    /// Compare every echo with its request (untimed warm-ups).
+    pub verify: bool,
+    /// Stamp requests for `--one-way` (messages with room for the stamps).
+    pub one_way: bool,
+}
+
+/// Whether an echo carries its request's payload: all of it, or with `--one-way` stamps all
+/// but the server's.
+fn same_payload(echo: &[u8], request: &[u8], stamped: bool, datagram: bool) -> bool {
+    if !stamped {
+        return echo == request;
+    }
+    let r = stamps::server_range(datagram);
+    echo[..r.start] == request[..r.start] && echo[r.end..] == request[r.end..]
 }
 
 /// The client's side of a pingpong session: its endpoint, and the point being measured.
@@ -198,6 +235,10 @@ struct Client {
     to_server: DirectionTrials,
     /// Server→client, as this side timed each echo's.
     to_client: DirectionTrials,
+    /// `--one-way` was asked for.
+    one_way: bool,
+    /// The point's stamped round trips.
+    one_way_point: OneWayTally,
 }
 
 impl Client {
@@ -227,6 +268,8 @@ impl Client {
             sent: 0,
             to_server: DirectionTrials::default(),
             to_client: DirectionTrials::default(),
+            one_way: false,
+            one_way_point: OneWayTally::default(),
         }))
     }
 }
@@ -269,6 +312,8 @@ impl PointFigures for Client {
         (self.lost, self.late, self.sent) = (0, 0, 0);
         self.to_server.clear();
         self.to_client.clear();
+        self.one_way = spec.one_way;
+        self.one_way_point = OneWayTally::default();
         Ok(())
     }
 
@@ -301,6 +346,7 @@ impl PointFigures for Client {
     // would be dominated by the fastest trials.
     fn fold(&mut self, out: &TrialOutcome) -> Result<(), NetError> {
         let t = &self.last;
+        self.one_way_point.merge(&t.one_way);
         self.to_server.fold(&out.server, t.completed);
         self.to_client.fold(&out.client, t.completed);
         self.lost += t.lost;
@@ -356,7 +402,22 @@ impl PointFigures for Client {
         let directions = Directions {
             to_server: self.to_server.rate(),
             to_client: self.to_client.rate(),
+            one_way: self.one_way_point.figures(),
         };
+        if self.one_way {
+            let least = stamps::offset(self.datagram) + stamps::STAMPS_LEN;
+            let unstamped = self.one_way_point.unstamped;
+            if timed.size < least as u64 {
+                tally.notes.push(format!(
+                    "no one-way delays: --one-way needs messages of at least {least} B"
+                ));
+            } else if unstamped > 0 {
+                tally.notes.push(format!(
+                    "{unstamped} echoes came back unstamped: the server predates --one-way \
+                     (upgrade netsweep there)"
+                ));
+            }
+        }
         let directions = (directions != Directions::default()).then_some(directions);
         let reps = timed.repetitions;
         let mut p = tally.point(
@@ -406,7 +467,10 @@ impl ClientPattern for Client {
             self.seq,
             reps,
             &mut self.trial_hist,
-            spec.warmup,
+            Checks {
+                verify: spec.warmup,
+                one_way: self.one_way,
+            },
         )?;
         self.seq += reps;
         self.last_reps = reps;

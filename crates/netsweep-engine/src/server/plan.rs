@@ -84,6 +84,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// The server sends (`--reverse`).
     pub reverse: bool,
+    /// The echo server stamps its echoes (`--one-way`).
+    pub one_way: bool,
     /// The CPU the server's data threads are pinned to.
     pub cpu: Option<u32>,
     /// What the session holds at most: the server reserves it before admitting it.
@@ -207,6 +209,7 @@ impl Plan {
             timeout: Duration::from_nanos(setup.timeout_ns)
                 .clamp(Duration::from_millis(100), limits.max_timeout),
             reverse: setup.reverse,
+            one_way: setup.one_way,
             cpu: k.cpu,
             cost,
         })

@@ -198,6 +198,7 @@ impl Session {
             client: client_ip,
             timeout,
             reverse: plan.reverse,
+            one_way: plan.one_way,
             flows: plan.flows,
             cpu: plan.cpu,
             data_threads: plan.sizes.threads,

@@ -114,7 +114,7 @@ pub fn pingpong(
         s.prepare(slot, 1)?;
         s.set_recv_timeout(Some(SLICE))?;
         let mut slots = Slots::new(buf.as_mut(), slot, slot);
-        let r = echo::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT);
+        let r = echo::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT, false);
         r.map(|c| (c, s))
     });
     let datagram = c.is_datagram();
@@ -137,7 +137,10 @@ pub fn pingpong(
         first_seq,
         reps,
         &mut hist,
-        true,
+        pingpong::Checks {
+            verify: true,
+            one_way: false,
+        },
     );
     let ct = r.as_ref().map(|t| t.counters.clone()).unwrap_or_default();
     signals.end(ct.bytes_sent, ct.messages_sent);

@@ -250,7 +250,10 @@ fn peer_close(combos: &[(Transport, Api)]) {
             0,
             3,
             &mut hist,
-            true,
+            netsweep_engine::pattern::pingpong::Checks {
+                verify: true,
+                one_way: false,
+            },
         );
         match r {
             Ok(ct) => {

@@ -1,0 +1,195 @@
+//! `--one-way`: each direction of a pingpong's round trip by its delay, from the two ends'
+//! wall clocks (iperf2's `--trip-times`, irtt): the client stamps its send into each request,
+//! the server its first receive and its echo's send into the echo, and the client, with its
+//! own first receive of the echo, has all four times of every round trip. The delays are true
+//! only if the clocks agree; the round trip with the least delay also bounds their offset
+//! (NTP's estimate), which the results carry beside them.
+
+use netsweep_model::symmetry::{Delay, OneWay};
+use netsweep_proto::stamps::{self, Stamp};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// A wall clock read once, so later times come from the monotonic clock already read (one
+/// more clock read per message would be on the timed path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WallClock {
+    mono: Instant,
+    wall_ns: i64,
+}
+
+impl WallClock {
+    /// Now, on both clocks.
+    pub(crate) fn now() -> Self {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64);
+        Self {
+            mono: Instant::now(),
+            wall_ns: wall,
+        }
+    }
+
+    /// The wall-clock time of `t` (a trial's drift between the two clocks is parts per
+    /// million: nanoseconds over milliseconds).
+    #[inline]
+    pub(crate) fn at(&self, t: Instant) -> i64 {
+        self.wall_ns
+            .saturating_add(t.saturating_duration_since(self.mono).as_nanos() as i64)
+    }
+}
+
+/// What a request carries in the server's slots until the server writes them: an echo that
+/// still holds it came from a server that does not stamp.
+pub(crate) const UNSTAMPED: i64 = i64::MIN;
+
+/// Prepares a request: the client's send time, and the server's slots marked unstamped.
+#[inline]
+pub(crate) fn stamp_request(msg: &mut [u8], datagram: bool, sent: i64) {
+    stamps::write(msg, datagram, Stamp::ClientSend, sent);
+    stamps::write(msg, datagram, Stamp::ServerReceive, UNSTAMPED);
+    stamps::write(msg, datagram, Stamp::ServerSend, UNSTAMPED);
+}
+
+/// The server's side: its first receive of the request and its send of the echo.
+#[inline]
+pub(crate) fn stamp_echo(msg: &mut [u8], datagram: bool, received: i64, sent: i64) {
+    stamps::write(msg, datagram, Stamp::ServerReceive, received);
+    stamps::write(msg, datagram, Stamp::ServerSend, sent);
+}
+
+/// The one-way delays of a point's (or a trial's) round trips.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OneWayTally {
+    messages: u64,
+    /// Echoes the server did not stamp.
+    pub(crate) unstamped: u64,
+    to_server_min: i64,
+    to_client_min: i64,
+    to_server_sum: i128,
+    to_client_sum: i128,
+    /// The round trip with the least path delay (to server + to client): its two delays.
+    best: Option<(i64, i64)>,
+}
+
+impl OneWayTally {
+    /// Records one round trip from its echo and the client's first receive of it.
+    #[inline]
+    pub(crate) fn record(&mut self, echo: &[u8], datagram: bool, received: i64) {
+        let sent = stamps::read(echo, datagram, Stamp::ClientSend);
+        let (t2, t3) = (
+            stamps::read(echo, datagram, Stamp::ServerReceive),
+            stamps::read(echo, datagram, Stamp::ServerSend),
+        );
+        if t2 == UNSTAMPED || t3 == UNSTAMPED {
+            self.unstamped += 1;
+            return;
+        }
+        let up = t2.saturating_sub(sent);
+        let down = received.saturating_sub(t3);
+        self.add(up, down, 1);
+    }
+
+    fn add(&mut self, up: i64, down: i64, n: u64) {
+        if self.messages == 0 {
+            (self.to_server_min, self.to_client_min) = (up, down);
+        }
+        self.messages += n;
+        self.to_server_min = self.to_server_min.min(up);
+        self.to_client_min = self.to_client_min.min(down);
+        self.to_server_sum += i128::from(up) * i128::from(n);
+        self.to_client_sum += i128::from(down) * i128::from(n);
+        let path = |(u, d): (i64, i64)| i128::from(u) + i128::from(d);
+        if self.best.is_none_or(|b| path((up, down)) < path(b)) {
+            self.best = Some((up, down));
+        }
+    }
+
+    /// Adds a trial's tally.
+    pub(crate) fn merge(&mut self, o: &OneWayTally) {
+        self.unstamped += o.unstamped;
+        if o.messages == 0 {
+            return;
+        }
+        if self.messages == 0 {
+            *self = OneWayTally {
+                unstamped: self.unstamped,
+                ..o.clone()
+            };
+            return;
+        }
+        self.messages += o.messages;
+        self.to_server_min = self.to_server_min.min(o.to_server_min);
+        self.to_client_min = self.to_client_min.min(o.to_client_min);
+        self.to_server_sum += o.to_server_sum;
+        self.to_client_sum += o.to_client_sum;
+        let path = |(u, d): (i64, i64)| i128::from(u) + i128::from(d);
+        if let Some(b) = o.best {
+            if self.best.is_none_or(|s| path(b) < path(s)) {
+                self.best = Some(b);
+            }
+        }
+    }
+
+    /// The point's figures; `None` without a stamped round trip.
+    pub(crate) fn figures(&self) -> Option<OneWay> {
+        let (up, down) = self.best?;
+        let n = self.messages as f64;
+        Some(OneWay {
+            to_server_ns: Delay {
+                min: self.to_server_min as f64,
+                mean: self.to_server_sum as f64 / n,
+            },
+            to_client_ns: Delay {
+                min: self.to_client_min as f64,
+                mean: self.to_client_sum as f64 / n,
+            },
+            messages: self.messages,
+            // NTP: with delays d↑, d↓ and offset θ (server − client), up = d↑ + θ and
+            // down = d↓ − θ, so θ = (up − down)/2 − (d↑ − d↓)/2, and |d↑ − d↓| ≤ d↑ + d↓.
+            clock_offset_ns: (up as f64 - down as f64) / 2.0,
+            clock_offset_bound_ns: (up as f64 + down as f64) / 2.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(sent: i64, t2: i64, t3: i64) -> Vec<u8> {
+        let mut m = vec![0u8; 40];
+        stamp_request(&mut m, true, sent);
+        stamp_echo(&mut m, true, t2, t3);
+        m
+    }
+
+    #[test]
+    fn delays_come_from_the_four_times_and_the_best_round_trip_bounds_the_offset() {
+        // The server's clock 5 ms ahead; 10 ms up, 1 ms down, 20 µs in the server.
+        let ms = 1_000_000i64;
+        let mut a = OneWayTally::default();
+        for (k, extra) in [(0i64, 0i64), (1, 3 * ms), (2, ms)] {
+            let sent = k * 100 * ms;
+            let t2 = sent + 10 * ms + extra + 5 * ms;
+            let t3 = t2 + 20_000;
+            a.record(&echo(sent, t2, t3), true, t3 - 5 * ms + ms);
+        }
+        let mut unstamped = vec![0u8; 40];
+        stamp_request(&mut unstamped, true, 0);
+        a.record(&unstamped, true, 7);
+        let mut point = OneWayTally::default();
+        point.merge(&a);
+        point.merge(&OneWayTally::default());
+        let f = point.figures().unwrap();
+        assert_eq!((f.messages, point.unstamped), (3, 1));
+        // Read with the clocks as they are: 15 ms up (10 + the offset), −4 ms down.
+        assert_eq!(f.to_server_ns.min, 15e6);
+        assert_eq!(f.to_server_ns.mean, 15e6 + 4e6 / 3.0);
+        assert_eq!((f.to_client_ns.min, f.to_client_ns.mean), (-4e6, -4e6));
+        // The offset estimate is 5 ms + (10 − 1)/2 ms; the true 5 ms lies within its bound.
+        assert_eq!(f.clock_offset_ns, 9.5e6);
+        assert_eq!(f.clock_offset_bound_ns, 5.5e6);
+        assert!((f.clock_offset_ns - 5e6).abs() <= f.clock_offset_bound_ns);
+        assert!(OneWayTally::default().figures().is_none());
+    }
+}
