@@ -18,25 +18,31 @@ pub const ASYMMETRY_MARGIN: f64 = 0.10;
 /// half the round trip, so the two differ and RTT/2 is neither one's time. One timed
 /// direction suffices (a fast one often arrives in one receive and cannot be timed).
 pub fn annotate(run: &mut RunResult) {
-    rates_warning(run);
-    one_way_warning(run);
+    let w = measured_warnings(run);
+    run.warnings.extend(w);
+}
+
+/// The warnings [`annotate`] adds, from the run's measured points: what a live table says
+/// after its rows (and a saved run's rendering there too, not in its header).
+pub fn measured_warnings(run: &RunResult) -> Vec<String> {
+    rates_warning(run)
+        .into_iter()
+        .chain(one_way_warning(run))
+        .collect()
 }
 
 /// Says what `--one-way` delays rest on: the clocks of the two ends. Nothing when both ran
 /// on one kernel (the same boot id: one clock); otherwise how far the round trips let the
 /// clocks be apart, or that they disagree when a delay read negative.
-fn one_way_warning(run: &mut RunResult) {
+fn one_way_warning(run: &RunResult) -> Option<String> {
     let timed: Vec<OneWay> = run
         .points
         .iter()
         .filter_map(|p| p.directions?.one_way)
         .collect();
-    let Some(best) = timed
+    let best = timed
         .iter()
-        .min_by(|a, b| a.clock_offset_bound_ns.total_cmp(&b.clock_offset_bound_ns))
-    else {
-        return;
-    };
+        .min_by(|a, b| a.clock_offset_bound_ns.total_cmp(&b.clock_offset_bound_ns))?;
     let least = timed
         .iter()
         .map(|o| o.to_server_ns.min.min(o.to_client_ns.min))
@@ -44,26 +50,28 @@ fn one_way_warning(run: &mut RunResult) {
     let one_clock = !run.client.boot_id.is_empty() && run.client.boot_id == run.server.boot_id;
     let us = |ns: f64| ns / 1e3;
     if least < 0.0 {
-        run.warnings.push(format!(
+        Some(format!(
             "the two ends' clocks disagree: a one-way delay read {:.1} µs, so they are at \
              least that far apart and the one-way delays are not the path's; synchronise the \
              clocks (NTP, PTP) or rely on the round trips",
             us(least)
-        ));
+        ))
     } else if !one_clock {
-        run.warnings.push(format!(
+        Some(format!(
             "one-way delays assume the two ends' clocks agree (NTP, PTP): the round trips put \
              the server's clock {:+.1} ± {:.1} µs from the client's, so an asymmetry under \
              {:.1} µs cannot be told from a clock offset",
             us(best.clock_offset_ns),
             us(best.clock_offset_bound_ns),
             us(2.0 * best.clock_offset_bound_ns)
-        ));
+        ))
+    } else {
+        None
     }
 }
 
 /// The delivery rates' warning (see [`annotate`]).
-fn rates_warning(run: &mut RunResult) {
+fn rates_warning(run: &RunResult) -> Option<String> {
     let over: Vec<_> = run
         .points
         .iter()
@@ -76,16 +84,14 @@ fn rates_warning(run: &mut RunResult) {
             (rtt_rate > slow * (1.0 + ASYMMETRY_MARGIN)).then_some((p.size, rtt_rate, up, down))
         })
         .collect();
-    let (Some(first), Some(&(size, rtt_rate, up, down))) = (over.first(), over.last()) else {
-        return;
-    };
+    let (first, &(size, rtt_rate, up, down)) = (over.first()?, over.last()?);
     let sizes = if over.len() == 1 {
         shown_size(size)
     } else {
         format!("{}–{}", shown_size(first.0), shown_size(size))
     };
     let shown = |r: Option<f64>| r.map_or("not timed".into(), |r| format!("{r:.1} Mbit/s"));
-    run.warnings.push(format!(
+    Some(format!(
         "the two directions differ: size ÷ (RTT/2) exceeds the slower direction's delivery \
          rate by more than {:.0}% at {} of {} sizes ({sizes}; at {}: {rtt_rate:.1} Mbit/s, \
          client→server {}, server→client {} as each receiver timed it), so RTT/2 is not a \
@@ -96,7 +102,7 @@ fn rates_warning(run: &mut RunResult) {
         shown_size(size),
         shown(up),
         shown(down),
-    ));
+    ))
 }
 
 fn shown_size(b: u64) -> String {

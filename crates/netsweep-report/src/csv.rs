@@ -9,8 +9,10 @@ use netsweep_model::spec::{Pattern, RunSpec};
 /// interval (issue 39 item 7): a mean's as its half-width in the figure's unit
 /// (`throughput_ci95_mbps`, `sender_ci95_mbps`, `receiver_ci95_mbps`, `latency_mean_ci95_ns`:
 /// mean ± it), the loss ratio's as its Wilson score bounds (asymmetric, inside [0, 1]); empty
-/// where no interval was measured. Bounds below 0 are cut at 0.
-pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors,sender_ci95_mbps,receiver_ci95_mbps,latency_mean_ci95_ns,loss_ratio_ci95_lower,loss_ratio_ci95_upper\n";
+/// where no interval was measured. Bounds below 0 are cut at 0. Pingpong's directions
+/// (issue 39 items 5 and 6): each one's delivery rate as its receiver timed it, and with
+/// `--one-way` each one's least delay, ns; empty where not measured.
+pub const HEADER: &str = "size,trials,repetitions,throughput_mbps,throughput_ci95_mbps,latency_p50_ns,latency_p90_ns,latency_p99_ns,latency_p999_ns,latency_mean_ns,latency_min_ns,latency_max_ns,sender_mbps,receiver_mbps,sent,received,lost,loss_ratio,reordered,duplicates,jitter_ns,client_send_calls,client_recv_calls,server_send_calls,server_recv_calls,client_cpu_us,server_cpu_us,client_service_demand_us_per_kb,server_service_demand_us_per_kb,precision_met,stop_reason,send_errors,sender_ci95_mbps,receiver_ci95_mbps,latency_mean_ci95_ns,loss_ratio_ci95_lower,loss_ratio_ci95_upper,to_server_mbps,to_client_mbps,one_way_to_server_min_ns,one_way_to_client_min_ns\n";
 
 /// The columns a bidir run adds after [`HEADER`]'s: the server-to-client direction (the
 /// `sender_mbps` … `jitter_ns` columns are then the client-to-server one).
@@ -58,6 +60,7 @@ pub fn row(p: &PointResult) -> String {
     let l = p.latency.map(|l| l.half_rtt_ns);
     let loss = p.loss;
     let wilson = loss.and_then(|x| netsweep_model::stats::wilson95(x.lost, x.sent));
+    let d = p.directions;
     let cells: Vec<String> = vec![
         p.size.to_string(),
         p.trials.to_string(),
@@ -109,6 +112,10 @@ pub fn row(p: &PointResult) -> String {
         opt(l.and_then(|d| d.ci95)),
         wilson.map(|(lo, _)| lo.to_string()).unwrap_or_default(),
         wilson.map(|(_, hi)| hi.to_string()).unwrap_or_default(),
+        opt(d.and_then(|d| d.to_server).map(|r| r.mbps)),
+        opt(d.and_then(|d| d.to_client).map(|r| r.mbps)),
+        opt(d.and_then(|d| d.one_way).map(|o| o.to_server_ns.min)),
+        opt(d.and_then(|d| d.one_way).map(|o| o.to_client_ns.min)),
     ];
     let mut s = cells.join(",");
     if let Some(r) = &p.reverse {

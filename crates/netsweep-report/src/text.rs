@@ -36,7 +36,9 @@ pub fn header(run: &RunResult) -> String {
         s.precision * 100.0
     );
     let _ = writeln!(out, "placement: {}", s.placement());
-    for w in &run.warnings {
+    // What the measurements showed is said after the rows (`summary`), live or saved.
+    let measured = netsweep_model::symmetry::measured_warnings(run);
+    for w in run.warnings.iter().filter(|w| !measured.contains(w)) {
         let _ = writeln!(out, "warning: {w}");
     }
     if s.pattern == Pattern::Rate {
@@ -466,6 +468,11 @@ pub fn summary(run: &RunResult) -> String {
         );
     }
     out.push_str(&notes(run));
+    let measured = netsweep_model::symmetry::measured_warnings(run);
+    for w in run.warnings.iter().filter(|w| measured.contains(w)) {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out.push_str(&directions(run));
     for a in &run.anomalies {
         let _ = writeln!(out, "{}", anomaly_line(a));
     }
@@ -505,6 +512,56 @@ pub fn summary(run: &RunResult) -> String {
         if run.status == RunStatus::Complete {
             let _ = writeln!(out, "{m}");
         }
+    }
+    out
+}
+
+/// Each direction of the largest point a receiver timed, and of the largest with `--one-way`
+/// delays: the rest is in the results (`directions`).
+fn directions(run: &RunResult) -> String {
+    let mut out = String::new();
+    let with = |f: &dyn Fn(&netsweep_model::symmetry::Directions) -> bool| {
+        let n = run
+            .points
+            .iter()
+            .filter(|p| p.directions.as_ref().is_some_and(f))
+            .count();
+        let last = run
+            .points
+            .iter()
+            .rev()
+            .find(|p| p.directions.as_ref().is_some_and(f));
+        last.and_then(|p| Some((n, p.size, p.directions?)))
+    };
+    let rate = |r: Option<netsweep_model::symmetry::DirectionRate>| {
+        r.map_or("not timed".into(), |r| {
+            format!("{} Mbit/s", units::mbps(r.mbps))
+        })
+    };
+    if let Some((n, size, d)) = with(&|d| d.to_server.is_some() || d.to_client.is_some()) {
+        let _ = writeln!(
+            out,
+            "directions, as each receiver timed them ({n} of {} sizes; all in the results): \
+             at {} client→server {}, server→client {}",
+            run.points.len(),
+            units::size(size),
+            rate(d.to_server),
+            rate(d.to_client)
+        );
+    }
+    if let Some((n, size, d)) = with(&|d| d.one_way.is_some()) {
+        let o = d.one_way.expect("selected for it");
+        let _ = writeln!(
+            out,
+            "one-way delay (µs, least / mean; {n} of {} sizes): at {} client→server {} / {}, \
+             server→client {} / {}",
+            run.points.len(),
+            units::size(size),
+            units::us(o.to_server_ns.min),
+            units::us(o.to_server_ns.mean),
+            units::us(o.to_client_ns.min),
+            units::us(o.to_client_ns.mean)
+        );
     }
     out
 }

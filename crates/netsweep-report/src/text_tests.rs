@@ -86,3 +86,64 @@ fn refused_sends_get_a_note_per_errno() {
         "client stack refused 15 sends (EPERM 12, ENOBUFS 3): not sent, not counted lost"
     );
 }
+
+/// Issue 39 items 5 and 6: what the measurements show about the directions is said after the
+/// rows — live, where the header went out before any point, and in a saved run's rendering,
+/// once — with the largest timed point's figures.
+#[test]
+fn measured_direction_warnings_follow_the_rows_once_with_the_figures() {
+    use netsweep_model::symmetry::{Delay, DirectionRate, Directions, OneWay};
+    let mut run: RunResult =
+        serde_json::from_str(include_str!("../../../tests/golden/tcp-pingpong.json")).unwrap();
+    run.points.truncate(2);
+    run.warnings = vec!["from the start".into()];
+    let live_header = header(&run);
+    for p in &mut run.points {
+        p.throughput_mbps.mean = 90.0;
+        p.directions = Some(Directions {
+            to_server: Some(DirectionRate {
+                mbps: 45.0,
+                messages: 9,
+            }),
+            to_client: None,
+            one_way: Some(OneWay {
+                to_server_ns: Delay {
+                    min: 10e6,
+                    mean: 10.2e6,
+                },
+                to_client_ns: Delay {
+                    min: 1e6,
+                    mean: 1.1e6,
+                },
+                messages: 9,
+                clock_offset_ns: 4.5e6,
+                clock_offset_bound_ns: 5.5e6,
+            }),
+        });
+    }
+    netsweep_model::symmetry::annotate(&mut run);
+    assert_eq!(run.warnings.len(), 3, "{:?}", run.warnings);
+    let s = summary(&run);
+    assert!(s.contains("warning: the two directions differ"), "{s}");
+    assert!(!s.contains("from the start"), "{s}");
+    let size = units::size(run.points[1].size);
+    assert!(
+        s.contains(&format!(
+            "directions, as each receiver timed them (2 of 2 sizes; all in the results): at \
+             {size} client→server 45.0 Mbit/s, server→client not timed"
+        )),
+        "{s}"
+    );
+    assert!(
+        s.contains("client→server 10000 / 10200, server→client 1000 / 1100"),
+        "{s}"
+    );
+    assert!(live_header.contains("warning: from the start"));
+    let saved = render(&run);
+    assert_eq!(
+        saved.matches("the two directions differ").count(),
+        1,
+        "{saved}"
+    );
+    assert_eq!(saved.matches("from the start").count(), 1, "{saved}");
+}
