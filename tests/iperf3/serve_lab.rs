@@ -301,3 +301,45 @@ fn the_issues_demo_one_of_each_then_eight_at_once() {
     assert_eq!(wait_records(&dir, 11).len(), 11);
     drop(lab);
 }
+
+/// Issue 41 item 3: `iperf3 -c -u -R -b 60M` across a 50 Mbit/s link. `iperf3 -s` sends what the
+/// link carries, its socket's default send buffer holding it back once the shaper's queue
+/// fills, and loses nothing; netsweep's server must do the same, not send the full 60 Mbit/s
+/// into a 4 MiB send buffer the shaper's queue cannot hold and lose a sixth of it.
+#[test]
+#[ignore = "needs root (lab namespaces) and iperf3: ./run-tests installs it and runs this"]
+fn udp_reverse_above_the_link_rate_is_held_back_as_iperf3_s_is() {
+    require_tool("udp_reverse_above_the_link_rate", "iperf3", "iperf3");
+    let _l = lab_test("iperf3_serve_udp_reverse_over_rate");
+    let lab = lab("i3udpr", Some("50mbit"));
+    let ip = lab.layout().links[0].b.addr.to_string();
+    let dir = scratch("iperf3-serve-udp-r");
+    let args = ["-u", "-R", "-b", "60M", "-t", "3"];
+    let figures = |j: &Value| {
+        assert!(j.get("error").is_none(), "{}", j["error"]);
+        let s = &j["end"]["sum"];
+        (
+            s["lost_percent"].as_f64().unwrap(),
+            s["bits_per_second"].as_f64().unwrap() / 1e6,
+        )
+    };
+    let theirs = {
+        let _s = iperf3_s_in(&lab, &ip);
+        figures(&client_in(&lab, &ip, &args))
+    };
+    let ours = {
+        let _s = serve(&lab, &ip, &dir, &[]);
+        figures(&client_in(&lab, &ip, &args))
+    };
+    eprintln!(
+        "-u -R -b 60M across 50 Mbit/s: iperf3 -s lost {:.2}% at {:.2} Mbit/s; netsweep lost \
+         {:.2}% at {:.2} Mbit/s",
+        theirs.0, theirs.1, ours.0, ours.1
+    );
+    assert!(
+        ours.0 <= theirs.0 + 1.0,
+        "netsweep lost {:.2}%, iperf3 -s {:.2}%",
+        ours.0,
+        theirs.0
+    );
+}

@@ -49,9 +49,10 @@ impl DataConn {
         .expect("an address");
         let s = UdpSocket::bind(bind).map_err(e("opening the UDP data socket"))?;
         let fd = s.as_raw_fd();
-        // Failure is harmless: the kernel default stays.
+        // Failure is harmless: the kernel default stays. The send buffer keeps the default,
+        // as iperf3 leaves it: a datagram waiting in a shaper's queue counts against it, so
+        // a rate above the link's is held back rather than dropped by the shaper.
         let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20);
-        let _ = set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 4 << 20);
         s.connect(addr)
             .map_err(e("connecting the UDP data socket"))?;
         s.set_read_timeout(Some(t))
