@@ -343,3 +343,49 @@ fn udp_reverse_above_the_link_rate_is_held_back_as_iperf3_s_is() {
         theirs.0
     );
 }
+
+/// Issue 41 item 1 across a 50 Mbit/s link: `-P 128` against `netsweep serve --iperf3`, read
+/// from Debian's client's own output, within 3% of what the same client reads from `iperf3 -s`
+/// over the same link just before (always) and of the shaper's arithmetic, 50 × 1448/1514,
+/// when the machine was idle. The 128 sockets hold megabytes that drain for seconds after
+/// TEST_END at a fraction of the link; counting that tail read 43 Mbit/s. (`-P 4 --bidir` is
+/// not held here: iperf3's own figures for it move by ±4% between runs on this link, from
+/// either server.)
+#[test]
+#[ignore = "needs root (lab namespaces) and iperf3: ./run-tests installs it and runs this"]
+fn many_streams_sum_to_the_shapers_arithmetic() {
+    require_tool("many_streams_sum", "iperf3", "iperf3");
+    let _l = lab_test("iperf3_serve_shaped_sums");
+    let lab = lab("i3sums", Some("50mbit"));
+    let ip = lab.layout().links[0].b.addr.to_string();
+    let dir = scratch("iperf3-serve-sums");
+    let expected = 50.0 * 1448.0 / 1514.0;
+    let args = ["-P", "128", "-t", "4"];
+    let sum = |j: &Value| {
+        assert!(j.get("error").is_none(), "{}", j["error"]);
+        j["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap()
+            / 1e6
+    };
+    let theirs = {
+        let _t = iperf3_s_in(&lab, &ip);
+        sum(&client_in(&lab, &ip, &args))
+    };
+    let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
+    let ours = {
+        let _s = serve(&lab, &ip, &dir, &[]);
+        sum(&client_in(&lab, &ip, &args))
+    };
+    let busy = cpu.finish();
+    eprintln!(
+        "-P 128: iperf3 -c reads {ours:.2} Mbit/s from netsweep, {theirs:.2} from iperf3 -s \
+         (arithmetic {expected:.2})"
+    );
+    assert!(
+        (ours / theirs - 1.0).abs() < 0.03,
+        "{ours:.2} Mbit/s from netsweep vs {theirs:.2} from iperf3 -s"
+    );
+    check_arithmetic_when_idle("-P 128", ours, expected, 0.03, &busy);
+    drop(lab);
+}

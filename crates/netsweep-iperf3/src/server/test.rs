@@ -289,13 +289,27 @@ pub fn run(
     // what it received by the server's window, so a window stretched over the upload's tail
     // would understate the download. A one-way test counts its tail, over a window to the last
     // byte read.
-    let ends: Vec<Snap> = if bidir { at_test_end } else { run.snaps() };
-    let last: Vec<u64> = run
+    let mut last: Vec<u64> = run
         .counters
         .iter()
         .take(if bidir { 0 } else { up })
         .map(|c| c.last_byte_ns.load(Relaxed))
         .collect();
+    // A tail longer than `tail_limit` is not the path draining a moment's backlog: the client
+    // stopped at TEST_END with megabytes in its sockets, and what trickled in after did not
+    // fill the path (-P 128 across 50 Mbit/s: BBR flows paced at their share while the others
+    // ended; counted, the window grew from 4.05 to 7.3 s and read 43 Mbit/s, where iperf3 -s,
+    // which stops at TEST_END, read 46.6). Such a test's figures stop at TEST_END too.
+    let long_tail = window_end(start, end, &last).saturating_duration_since(end)
+        > tail_limit(end.saturating_duration_since(t0));
+    if long_tail {
+        last.clear();
+    }
+    let ends: Vec<Snap> = if bidir || long_tail {
+        at_test_end
+    } else {
+        run.snaps()
+    };
     let seconds = window_end(start, end, &last)
         .saturating_duration_since(t0)
         .as_secs_f64();
@@ -442,6 +456,12 @@ fn window_end(start: Instant, test_end: Instant, last_ns: &[u64]) -> Instant {
         .fold(test_end, Instant::max)
 }
 
+/// The longest tail after TEST_END a one-way test's figures count: a tenth of the test, and
+/// at least 250 ms.
+fn tail_limit(test: Duration) -> Duration {
+    (test / 10).max(Duration::from_millis(250))
+}
+
 /// Whether `s` has a byte (or its end) to read within `wait` (rounded up to a millisecond,
 /// at most a second).
 fn readable(s: &TcpStream, wait: Duration) -> bool {
@@ -551,6 +571,18 @@ fn cpu_util(run: &Running, cpu0: (Duration, Duration), start: Instant) -> [f64; 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_counts_up_to_a_tenth_of_the_test() {
+        assert_eq!(
+            tail_limit(Duration::from_secs(4)),
+            Duration::from_millis(400)
+        );
+        assert_eq!(
+            tail_limit(Duration::from_secs(1)),
+            Duration::from_millis(250)
+        );
+    }
 
     #[test]
     fn every_stream_shares_one_window_to_the_last_tail_byte() {
