@@ -302,6 +302,17 @@ fn the_issues_demo_one_of_each_then_eight_at_once() {
     drop(lab);
 }
 
+/// The same `iperf3 -c ARGS` across `lab`'s link against `iperf3 -s`, then against `netsweep
+/// serve --iperf3` (records in `dir`): the client's JSON from each.
+fn against_both(lab: &Lab, ip: &str, dir: &std::path::Path, args: &[&str]) -> (Value, Value) {
+    let theirs = {
+        let _t = iperf3_s_in(lab, ip);
+        client_in(lab, ip, args)
+    };
+    let _s = serve(lab, ip, dir, &[]);
+    (theirs, client_in(lab, ip, args))
+}
+
 /// Issue 41 item 3: `iperf3 -c -u -R -b 60M` across a 50 Mbit/s link. `iperf3 -s` sends what the
 /// link carries, its socket's default send buffer holding it back once the shaper's queue
 /// fills, and loses nothing; netsweep's server must do the same, not send the full 60 Mbit/s
@@ -323,14 +334,8 @@ fn udp_reverse_above_the_link_rate_is_held_back_as_iperf3_s_is() {
             s["bits_per_second"].as_f64().unwrap() / 1e6,
         )
     };
-    let theirs = {
-        let _s = iperf3_s_in(&lab, &ip);
-        figures(&client_in(&lab, &ip, &args))
-    };
-    let ours = {
-        let _s = serve(&lab, &ip, &dir, &[]);
-        figures(&client_in(&lab, &ip, &args))
-    };
+    let (theirs, ours) = against_both(&lab, &ip, &dir, &args);
+    let (theirs, ours) = (figures(&theirs), figures(&ours));
     eprintln!(
         "-u -R -b 60M across 50 Mbit/s: iperf3 -s lost {:.2}% at {:.2} Mbit/s; netsweep lost \
          {:.2}% at {:.2} Mbit/s",
@@ -368,16 +373,10 @@ fn many_streams_sum_to_the_shapers_arithmetic() {
             .unwrap()
             / 1e6
     };
-    let theirs = {
-        let _t = iperf3_s_in(&lab, &ip);
-        sum(&client_in(&lab, &ip, &args))
-    };
     let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
-    let ours = {
-        let _s = serve(&lab, &ip, &dir, &[]);
-        sum(&client_in(&lab, &ip, &args))
-    };
+    let (theirs, ours) = against_both(&lab, &ip, &dir, &args);
     let busy = cpu.finish();
+    let (theirs, ours) = (sum(&theirs), sum(&ours));
     eprintln!(
         "-P 128: iperf3 -c reads {ours:.2} Mbit/s from netsweep, {theirs:.2} from iperf3 -s \
          (arithmetic {expected:.2})"
