@@ -10,7 +10,8 @@ pub struct ExporterArgs {
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9469")]
     pub listen: String,
 
-    /// Most probes running at once; a probe beyond is answered 503 and counted as busy in
+    /// Most probes running at once; a probe beyond is answered netsweep_probe_success 0 with
+    /// reason "busy" (HTTP 200, so Prometheus keeps the target up) and counted as busy in
     /// /metrics. Each probe is a short `netsweep run` that loads the path it measures.
     #[arg(long, value_name = "N", default_value_t = 2,
           value_parser = clap::value_parser!(u32).range(1..=64))]
