@@ -569,17 +569,20 @@ fn tcp_across_40_ms_and_100_mbit_moves_the_rate_after_headers() {
         "{received} bytes received, {} frames released",
         emu.released
     );
-    // Within 3% of the arithmetic on a quiet machine (measured: 93.3 Mbit/s, −2.5%; iperf3
-    // -t 8 read 92.9 on the same path). On a busy one the userspace emulator and TCP's
-    // recoveries are starved by stalls (a fresh-clone run beside a compile: 89.16, −6.8%,
-    // with the host stalling a real-time thread for 14 ms): the bound is skipped, saying why.
+    // Within 5% of the arithmetic on a quiet machine. The peer tool sets the band: iperf3
+    // -t 8 read 92.9 on the same path (−2.9%), and netsweep has read 92.1–93.3 on quiet
+    // runs (−3.7% to −2.5%; at 92.2 BBR's probing had 565 frames dropped at the emulator's
+    // queue), so a 3% bound failed about one full suite in three for TCP's own spread. On a
+    // busy machine the userspace emulator and TCP's recoveries are starved by stalls (beside
+    // a compile: 89.16, −6.8%, the host stalling a real-time thread for 14 ms): the bound is
+    // skipped, saying why.
     match quiet {
         None => assert!(
-            (goodput - arithmetic).abs() <= 0.03 * arithmetic,
+            (goodput - arithmetic).abs() <= 0.05 * arithmetic,
             "goodput {goodput:.2} Mbit/s against {arithmetic:.2} on a quiet machine"
         ),
         Some(why) => eprintln!(
-            "SKIPPED the goodput bound (within 3% of {arithmetic:.2}; got {goodput:.2}): {why}"
+            "SKIPPED the goodput bound (within 5% of {arithmetic:.2}; got {goodput:.2}): {why}"
         ),
     }
     assert!(
