@@ -86,36 +86,25 @@ impl OneWayTally {
         }
         let up = t2.saturating_sub(sent);
         let down = received.saturating_sub(t3);
-        self.add(up, down, 1);
+        self.merge(&OneWayTally {
+            messages: 1,
+            unstamped: 0,
+            to_server_min: up,
+            to_client_min: down,
+            to_server_sum: i128::from(up),
+            to_client_sum: i128::from(down),
+            best: Some((up, down)),
+        });
     }
 
-    fn add(&mut self, up: i64, down: i64, n: u64) {
-        if self.messages == 0 {
-            (self.to_server_min, self.to_client_min) = (up, down);
-        }
-        self.messages += n;
-        self.to_server_min = self.to_server_min.min(up);
-        self.to_client_min = self.to_client_min.min(down);
-        self.to_server_sum += i128::from(up) * i128::from(n);
-        self.to_client_sum += i128::from(down) * i128::from(n);
-        let path = |(u, d): (i64, i64)| i128::from(u) + i128::from(d);
-        if self.best.is_none_or(|b| path((up, down)) < path(b)) {
-            self.best = Some((up, down));
-        }
-    }
-
-    /// Adds a trial's tally.
+    /// Adds a trial's tally (or one round trip's).
     pub(crate) fn merge(&mut self, o: &OneWayTally) {
         self.unstamped += o.unstamped;
         if o.messages == 0 {
             return;
         }
         if self.messages == 0 {
-            *self = OneWayTally {
-                unstamped: self.unstamped,
-                ..o.clone()
-            };
-            return;
+            (self.to_server_min, self.to_client_min) = (o.to_server_min, o.to_client_min);
         }
         self.messages += o.messages;
         self.to_server_min = self.to_server_min.min(o.to_server_min);
