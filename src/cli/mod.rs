@@ -214,6 +214,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_point_time: Option<Duration>,
 
+    /// Never run a point past --max-point-time: a stream or bidir trial the path would
+    /// lengthen (its lag, its round trip) is held to what fits the point, said in the
+    /// point's notes, and the point ends at its budget with the trials it has. For a run
+    /// that must end on time (the exporter's probes use it).
+    #[arg(long)]
+    pub hard_point_time: bool,
+
     /// Fewest timed trials per point.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub min_trials: u32,
@@ -323,6 +330,13 @@ pub struct RunArgs {
     /// DSCP code point (TOS = DSCP << 2), e.g. 46 for EF; `C,S` per side.
     #[arg(long, value_name = "DSCP[,DSCP]", value_parser = values::dscp)]
     pub dscp: Option<PerSide<u8>>,
+
+    /// TCP_NOTSENT_LOWAT on both ends (TCP and MPTCP), e.g. 128k: the socket accepts data
+    /// only while less than this is unsent, so what waits is in the path's queues, not the
+    /// sender's buffer (the responsiveness draft asks for it; a stream's receiver then ends
+    /// soon after its sender). `C,S` per side. The granted value is recorded.
+    #[arg(long, value_name = "SIZE[,SIZE]", value_parser = values::sizes)]
+    pub notsent_lowat: Option<PerSide<u64>>,
 
     /// SO_PRIORITY (skb priority: selects qdisc classes); `C,S` per side. Above 6 needs CAP_NET_ADMIN.
     #[arg(long, value_name = "N[,N]", value_parser = values::u32s)]

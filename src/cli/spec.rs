@@ -49,6 +49,7 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.min_trials = a.min_trials;
     spec.max_trials = a.max_trials;
     spec.passes = a.passes;
+    spec.hard_point_time = a.hard_point_time;
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
     spec.reverse = a.reverse;
@@ -244,6 +245,12 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         (c.batch, s.batch) = (Some(b), Some(b));
     }
     (c.congestion_control, s.congestion_control) = (a.cc.clone(), a.cc.clone());
+    let lowat = |n: u64| {
+        u32::try_from(n)
+            .map_err(|_| format!("--notsent-lowat {n} is over 4 GiB: give a smaller size"))
+    };
+    let (cl, sl) = PerSide::pair(a.notsent_lowat);
+    (c.notsent_lowat, s.notsent_lowat) = (cl.map(lowat).transpose()?, sl.map(lowat).transpose()?);
     // --dscp arrives as the TOS byte; clap keeps it and --tos apart.
     (c.tos, s.tos) = PerSide::pair(a.tos.or(a.dscp));
     (c.priority, s.priority) = PerSide::pair(a.priority);

@@ -81,6 +81,7 @@ fn every_option_an_iperf3_peer_cannot_honour_is_refused_by_name() {
         (&["--offset", "1"], "--offset"),
         (&["--batch", "4"], "--batch"),
         (&["--cc", "cubic"], "--cc"),
+        (&["--notsent-lowat", "16k"], "--notsent-lowat"),
         (&["--tos", "0x10"], "--tos"),
         (&["--dscp", "10"], "--tos/--dscp"),
         (&["--priority", "1"], "--priority"),

@@ -5,28 +5,25 @@
 //! neither direction's rate. Needs root: ignored without it, run by ./run-tests as root.
 
 use crate::common::*;
-use netsweep_lab::{Lab, Topology};
+use netsweep_lab::Lab;
 use netsweep_testkit::lab::idle::CpuWindow;
-use netsweep_testkit::lab::{lab_test, run_id};
-
-const ONE_WAY_47: &str = r#"
-[[hosts]]
-name = "client"
-[[hosts]]
-name = "server"
-[[links]]
-a = "client"
-b = "server"
-mtu = 1500
-rate = "47mbit"
-direction = "a-to-b"
-"#;
+use netsweep_testkit::lab::{client_server, lab_test, run_id};
 
 #[test]
 #[ignore = "needs root (lab namespaces): ./run-tests runs it as root"]
 fn pingpong_across_a_one_way_shaped_path_reports_each_direction_and_warns() {
     let _l = lab_test("pingpong_directions");
-    let lab = Lab::up(&Topology::parse(ONE_WAY_47).unwrap(), &run_id("dirs")).unwrap();
+    let lab = Lab::up(
+        &client_server(
+            r#"
+mtu = 1500
+rate = "47mbit"
+direction = "a-to-b"
+"#,
+        ),
+        &run_id("dirs"),
+    )
+    .unwrap();
     let addr = lab.address_for("client", "server").unwrap();
     let mut s = serve_in(&lab, "server", "0.0.0.0", 7300);
     let out = scratch("directions").join("pp.json");

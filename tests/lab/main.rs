@@ -11,6 +11,7 @@ mod experiments;
 mod netns_remote;
 mod one_way;
 mod paths;
+mod probe_shaped;
 mod rate_lab;
 mod scenarios;
 mod seeds;

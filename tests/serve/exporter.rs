@@ -9,33 +9,15 @@ use crate::common::iperf3::*;
 use crate::common::*;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `netsweep exporter` on a free loopback port: the process and its address.
 pub(crate) fn exporter(extra: &[&str]) -> (Killed, String) {
-    let mut child = Command::new(bin())
-        .args(["exporter", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-    });
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    (Killed(child), addr)
+    let mut c = Command::new(bin());
+    c.args(["exporter", "--listen", "127.0.0.1:0"]).args(extra);
+    exporter_from(c)
 }
 
 /// GET `path` from `addr`: (status, body).

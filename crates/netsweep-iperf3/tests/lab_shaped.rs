@@ -9,25 +9,13 @@ mod common;
 
 use common::{listening, require_iperf3, Server};
 use netsweep_iperf3::{run_test, Bound, TestParams};
-use netsweep_lab::{Lab, Topology};
+use netsweep_lab::Lab;
 use netsweep_testkit::lab::idle::CpuWindow;
 use netsweep_testkit::lab::link::{Dir, LinkSampler};
-use netsweep_testkit::lab::{lab_test, run_id};
+use netsweep_testkit::lab::{client_server, lab_test, run_id};
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::time::Duration;
-
-const SHAPED: &str = r#"
-[[hosts]]
-name = "client"
-[[hosts]]
-name = "server"
-[[links]]
-a = "client"
-b = "server"
-mtu = 1500
-rate = "100mbit"
-"#;
 
 /// `iperf3 -s -1` inside `host`, listening on `addr`.
 fn server_in(lab: &Lab, host: &str, addr: SocketAddr) -> Server {
@@ -67,7 +55,16 @@ const TCP_FRAME_HEADERS: u64 = 66;
 fn server_reported_tcp_rate_matches_the_shaper_arithmetic() {
     require_iperf3();
     let _l = lab_test("iperf3_server_reported_tcp_rate");
-    let lab = Lab::up(&Topology::parse(SHAPED).unwrap(), &run_id("iperf3")).unwrap();
+    let lab = Lab::up(
+        &client_server(
+            r#"
+mtu = 1500
+rate = "100mbit"
+"#,
+        ),
+        &run_id("iperf3"),
+    )
+    .unwrap();
     let ip = lab.address_for("client", "server").unwrap();
     let addr = SocketAddr::from((ip, netsweep_iperf3::DEFAULT_PORT));
     let link = lab.layout().links[0].name.clone();

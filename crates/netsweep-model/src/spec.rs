@@ -353,6 +353,9 @@ pub struct RunSpec {
     /// written before passes existed) is the sweep of one pass.
     #[serde(default = "one")]
     pub passes: u32,
+    /// `--hard-point-time`: no point runs past `max_point_time_ns` (the exporter's probes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hard_point_time: bool,
     /// Whether each point starts with an untimed warm-up trial.
     pub warmup: bool,
     /// Stop the sweep once one transfer takes longer than this, nanoseconds (0: never).
@@ -441,6 +444,7 @@ impl RunSpec {
             max_trials: 30,
             max_point_time_ns: 300_000_000,
             passes: 1,
+            hard_point_time: false,
             warmup: true,
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,

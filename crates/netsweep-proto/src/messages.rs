@@ -175,6 +175,10 @@ pub struct Knobs {
     pub batch: Option<u32>,
     /// TCP congestion control algorithm (TCP_CONGESTION).
     pub congestion_control: Option<String>,
+    /// TCP_NOTSENT_LOWAT, bytes: the most unsent data the socket holds beyond what is in
+    /// flight (TCP and MPTCP), so a sender's queue is the path's, not its socket buffer's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat: Option<u32>,
     /// IP TOS byte (IP_TOS / IPV6_TCLASS); DSCP is `tos >> 2`.
     pub tos: Option<u8>,
     /// SO_PRIORITY (skb->priority: selects qdisc bands/classes).
@@ -207,6 +211,9 @@ pub struct GrantedKnobs {
     pub nodelay: Option<bool>,
     /// TCP_CONGESTION in use (TCP and MPTCP only).
     pub congestion_control: Option<String>,
+    /// TCP_NOTSENT_LOWAT as read back, bytes, when it was asked for (TCP and MPTCP only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notsent_lowat: Option<u32>,
     /// The buffer offset asked for, echoed (no kernel setting to read back), bytes.
     pub buffer_offset: Option<u64>,
     /// The batch size asked for, echoed.

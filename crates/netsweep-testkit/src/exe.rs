@@ -161,6 +161,32 @@ pub fn serve_in(lab: &netsweep_lab::Lab, host: &str, bind: &str, port: u16) -> s
     child
 }
 
+/// Starts `netsweep exporter` as `cmd` gives it (its `--listen` included): the process and
+/// the address its first line names. The rest of its log is drained.
+pub fn exporter_from(mut cmd: std::process::Command) -> (iperf3::Killed, String) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+    });
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (iperf3::Killed(child), addr)
+}
+
 /// A network namespace `nsw-<tag><pid>` with `lo` up, deleted on drop.
 #[derive(Debug)]
 pub struct ScratchNetns(pub String);

@@ -95,6 +95,15 @@ fn flock(how: libc::c_int) -> std::io::Result<LabTestLock> {
     Ok(LabTestLock { _file: file })
 }
 
+/// The lab of most lab tests: hosts `client` and `server` and one link between them, its
+/// settings the TOML `link` lines (`mtu = 1500`, `rate = "50mbit"`, …).
+pub fn client_server(link: &str) -> netsweep_lab::Topology {
+    let toml = format!(
+        "[[hosts]]\nname = \"client\"\n[[hosts]]\nname = \"server\"\n[[links]]\na = \"client\"\nb = \"server\"\n{link}"
+    );
+    netsweep_lab::Topology::parse(&toml).unwrap_or_else(|e| panic!("{e}:\n{toml}"))
+}
+
 /// A run id unique to this test process and `tag` (≤ 24 characters).
 pub fn run_id(tag: &str) -> String {
     let mut tag: String = tag

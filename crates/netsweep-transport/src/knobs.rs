@@ -22,6 +22,8 @@ pub enum Knob {
     Nodelay,
     /// `--cc`: TCP_CONGESTION.
     CongestionControl,
+    /// `--notsent-lowat`: TCP_NOTSENT_LOWAT.
+    NotsentLowat,
     /// `--tos`/`--dscp`: IP_TOS or IPV6_TCLASS.
     Tos,
     /// `--priority`: SO_PRIORITY.
@@ -44,6 +46,7 @@ impl Knob {
             Knob::Rcvbuf => "rcvbuf",
             Knob::Nodelay => "nodelay",
             Knob::CongestionControl => "cc",
+            Knob::NotsentLowat => "notsent-lowat",
             Knob::Tos => "tos",
             Knob::Priority => "priority",
             Knob::NoCheck => "no-check",
@@ -66,7 +69,8 @@ pub const IP: &[Knob] = &[
     Knob::BusyPoll,
     Knob::Priority,
 ];
-/// The knobs of a TCP (or MPTCP) socket: IP's, Nagle and congestion control.
+/// The knobs of a TCP (or MPTCP) socket: IP's, Nagle, congestion control and the unsent
+/// data's low-water mark.
 pub const TCP: &[Knob] = &[
     Knob::Sndbuf,
     Knob::Rcvbuf,
@@ -76,6 +80,7 @@ pub const TCP: &[Knob] = &[
     Knob::Priority,
     Knob::Nodelay,
     Knob::CongestionControl,
+    Knob::NotsentLowat,
 ];
 /// The knobs of a UDP socket: IP's and SO_NO_CHECK.
 pub const UDP: &[Knob] = &[
@@ -95,7 +100,7 @@ pub fn applies(k: Knob, t: Transport) -> bool {
 
 fn not_applicable(k: Knob, t: Transport) -> String {
     let why = match k {
-        Knob::Nodelay | Knob::CongestionControl => "it is a TCP setting",
+        Knob::Nodelay | Knob::CongestionControl | Knob::NotsentLowat => "it is a TCP setting",
         Knob::Tos | Knob::Pmtu => "it is an IP header setting",
         Knob::BusyPoll => "only IP sockets busy-poll a device queue here",
         Knob::Priority => "no qdisc sees its messages",
@@ -306,6 +311,16 @@ pub fn plan(knobs: &Knobs, t: Transport, v6: bool) -> io::Result<(Vec<Setting>, 
             });
         }
     }
+    if let Some(n) = knobs.notsent_lowat {
+        if !skip(Knob::NotsentLowat, true) {
+            out.push(Setting::int(
+                Knob::NotsentLowat,
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                clamp(n.into()),
+            ));
+        }
+    }
     if let Some(tos) = knobs.tos {
         if !skip(Knob::Tos, true) {
             let (level, name) = if v6 {
@@ -439,6 +454,11 @@ pub fn granted(
             .ok()
             .map(|v| v != 0);
         g.congestion_control = congestion_control(sock);
+        if asked.notsent_lowat.is_some() {
+            g.notsent_lowat = sys::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)
+                .ok()
+                .map(|v| v.max(0) as u32);
+        }
     }
     if crate::registry::descriptor(t).is_ip() {
         let tos = if v6 {

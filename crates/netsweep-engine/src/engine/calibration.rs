@@ -32,7 +32,23 @@ pub(crate) struct Plan {
     /// Whether the path's lag may lengthen the trials: streams (one way or both), whose
     /// rate it biases; not rate's open-loop schedules, whose trials are their offered load.
     adapt: bool,
+    /// `--hard-point-time`: the longest timed trial that lets the warm-ups and `--min-trials`
+    /// trials, each with the path's lag after it, end within `--max-point-time` (`None`:
+    /// the point's budget widens instead).
+    hard: Option<Hard>,
 }
+
+/// What a hard point time leaves for each timed trial.
+#[derive(Debug, Clone, Copy)]
+struct Hard {
+    point_ns: u64,
+    min_trials: u64,
+    /// The warm-ups' time, once they are done (`None` while they run).
+    warmed_ns: Option<u64>,
+}
+
+/// The shortest trial a hard point time cuts a trial to.
+const MIN_HARD_TRIAL_NS: u64 = 10_000_000;
 
 /// A duration-sized trial lasts at least this many times the path's lag (what was in flight
 /// when the sender stopped, drained at the path's rate): a stream's rate over fewer is its
@@ -81,6 +97,11 @@ impl Plan {
             rtt_ns: u64::MAX,
             warmups: 0,
             adapt: matches!(spec.pattern, Pattern::Stream | Pattern::Bidir),
+            hard: spec.hard_point_time.then_some(Hard {
+                point_ns: spec.max_point_time_ns,
+                min_trials: u64::from(spec.min_trials.max(1)),
+                warmed_ns: None,
+            }),
         }
     }
 
@@ -127,9 +148,32 @@ impl Plan {
         Some(self.reps_trial(true))
     }
 
-    /// A duration-sized trial's length: the asked trial time, or [`LAG_TRIALS`] times the
-    /// warm-up's lag when that is longer (at most [`MAX_ADAPTED_TRIAL_NS`]).
+    /// A duration-sized trial's length: what the path asks for ([`Plan::wanted_ns`]), held
+    /// under a hard point time to what fits it.
     fn adapted_ns(&self) -> u64 {
+        match self.hard {
+            Some(h) if self.cal.is_none() && self.adapt => {
+                self.wanted_ns().min(self.hard_cap_ns(h))
+            }
+            _ => self.wanted_ns(),
+        }
+    }
+
+    /// The longest trial of a hard point: what the warm-ups left of the point's time
+    /// (while they run, two trials' worth kept for them) shared by `--min-trials` trials,
+    /// less the path's lag after each; never under [`MIN_HARD_TRIAL_NS`] (a path whose lag
+    /// leaves less misses its trials, said).
+    fn hard_cap_ns(&self, h: Hard) -> u64 {
+        let each = match h.warmed_ns {
+            Some(w) => h.point_ns.saturating_sub(w) / h.min_trials,
+            None => h.point_ns / (h.min_trials + 2),
+        };
+        each.saturating_sub(self.lag_ns).max(MIN_HARD_TRIAL_NS)
+    }
+
+    /// The trial time the path asks for: the asked one, or [`LAG_TRIALS`] times the
+    /// warm-up's lag when that is longer (at most [`MAX_ADAPTED_TRIAL_NS`]).
+    fn wanted_ns(&self) -> u64 {
         let rtt = if self.rtt_ns != u64::MAX && self.rtt_ns > LONG_RTT_NS {
             RTT_TRIALS.saturating_mul(self.rtt_ns)
         } else {
@@ -147,16 +191,27 @@ impl Plan {
     /// than asked — the warm-ups' time (`warmed`) and room for `--min-trials` timed trials.
     pub(crate) fn budget(&self, spec: &RunSpec, warmed: Duration) -> Duration {
         let asked = Duration::from_nanos(spec.max_point_time_ns);
-        if self.cal.is_some() || self.adapted_ns() <= self.trial_ns {
+        if self.cal.is_some() || self.hard.is_some() || self.adapted_ns() <= self.trial_ns {
             return asked;
         }
         let trials = Duration::from_nanos(self.adapted_ns()) * spec.min_trials.max(1);
         asked.max(warmed + trials + trials / 10)
     }
 
-    /// The note of a point whose trials the path made longer than asked.
+    /// The note of a point whose trials the path made longer than asked, or a hard point
+    /// time made shorter than the path asks.
     pub(crate) fn note(&self) -> Option<String> {
-        let t = self.adapted_ns();
+        let (t, wanted) = (self.adapted_ns(), self.wanted_ns());
+        if self.hard.is_some() && t < wanted {
+            return Some(format!(
+                "trials held to {:.3} s by --hard-point-time (the path asks for {:.2} s: its \
+                 receiver went on {:.1} ms after the sender stopped); the rate includes the \
+                 path's ramp and queue",
+                t as f64 / 1e9,
+                wanted as f64 / 1e9,
+                self.lag_ns as f64 / 1e6,
+            ));
+        }
         (self.cal.is_none() && t > self.trial_ns).then(|| {
             format!(
                 "trials lengthened to {:.2} s (asked {:.3} s): the warm-up's receiver went on \
@@ -181,8 +236,11 @@ impl Plan {
         })
     }
 
-    /// Every timed trial of the point.
-    pub(crate) fn timed(&mut self) -> TrialSpec {
+    /// Every timed trial of the point, once the warm-ups took `warmed`.
+    pub(crate) fn timed(&mut self, warmed: Duration) -> TrialSpec {
+        if let Some(h) = &mut self.hard {
+            h.warmed_ns = Some(warmed.as_nanos() as u64);
+        }
         match self.cal {
             Some(cal) => {
                 self.reps = cal.timed(self.rep_ns);
@@ -286,7 +344,9 @@ pub(crate) fn should_stop(
             return Some(StopReason::MaxTrials);
         }
     }
-    (elapsed >= budget && n >= 2 || elapsed >= budget * 4).then_some(StopReason::TimeBudget)
+    // A hard point time (`--hard-point-time`) ends the point at its budget, whatever it has.
+    let late = if spec.hard_point_time { 1 } else { 4 };
+    (elapsed >= budget && n >= 2 || elapsed >= budget * late).then_some(StopReason::TimeBudget)
 }
 
 #[cfg(test)]
@@ -327,7 +387,7 @@ mod tests {
         let mut lo = Plan::new(Sizing::Duration, &spec, 65536, None);
         assert_eq!(lo.first_warmup().map(|t| t.duration_ns), Some(10_000_000));
         assert_eq!(lo.next_warmup(0.0, &sent(0.2)), None);
-        assert_eq!(lo.timed().duration_ns, 20_000_000);
+        assert_eq!(lo.timed(Duration::ZERO).duration_ns, 20_000_000);
         assert_eq!(lo.budget(&spec, Duration::ZERO), Duration::from_millis(300));
         assert_eq!(lo.note(), None);
         // A shaped path held 250 ms of data: warm up again for half of 8 × that, then time
@@ -338,7 +398,7 @@ mod tests {
             .expect("a longer warm-up");
         assert_eq!(w.duration_ns, 1_000_000_000);
         assert_eq!(slow.next_warmup(0.0, &sent(250.0)), None);
-        assert_eq!(slow.timed().duration_ns, 2_000_000_000);
+        assert_eq!(slow.timed(Duration::ZERO).duration_ns, 2_000_000_000);
         // Room for the warm-ups and min-trials (3) timed trials, and a tenth more.
         assert_eq!(
             slow.budget(&spec, Duration::from_secs(1)),
@@ -355,7 +415,7 @@ mod tests {
         w.control_rtt_ns = 40_000_000;
         assert!(long.next_warmup(0.0, &w).is_some());
         while long.next_warmup(0.0, &w).is_some() {}
-        assert_eq!(long.timed().duration_ns, 4_000_000_000);
+        assert_eq!(long.timed(Duration::ZERO).duration_ns, 4_000_000_000);
         assert!(long.note().unwrap().contains("40.00 ms"));
         // However long the lag, a trial is capped, and the warm-ups stop.
         let mut stuck = Plan::new(Sizing::Duration, &spec, 65536, None);
@@ -364,13 +424,16 @@ mod tests {
             n += 1;
         }
         assert!(n < MAX_DURATION_WARMUPS, "{n} warm-ups");
-        assert_eq!(stuck.timed().duration_ns, MAX_ADAPTED_TRIAL_NS);
+        assert_eq!(
+            stuck.timed(Duration::ZERO).duration_ns,
+            MAX_ADAPTED_TRIAL_NS
+        );
         assert!(stuck.note().unwrap().contains("(capped)"));
         // A rate point's trials are its schedule: never lengthened.
         let rate = RunSpec::new(Transport::Tcp, Pattern::Rate, Family::Ipv4);
         let mut r = Plan::new(Sizing::Duration, &rate, 64, None);
         assert_eq!(r.next_warmup(0.0, &sent(250.0)), None);
-        assert_eq!(r.timed().duration_ns, rate.trial_time_ns);
+        assert_eq!(r.timed(Duration::ZERO).duration_ns, rate.trial_time_ns);
         // Bidir: the slower direction decides; a reverse stream's receiver is the client.
         let mut back = sent(0.0);
         back.server.bytes_sent = 1 << 20;
@@ -378,6 +441,52 @@ mod tests {
         back.client.bytes_received = 1 << 20;
         back.client.recv_span_ns = 40_000_000;
         assert_eq!(lag_ns(&back), 30_000_000);
+    }
+
+    #[test]
+    fn a_hard_point_time_holds_the_trials_to_what_fits_and_never_widens_the_budget() {
+        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Bidir, Family::Ipv4);
+        spec.hard_point_time = true;
+        spec.max_point_time_ns = 500_000_000;
+        spec.trial_time_ns = 100_000_000;
+        // 250 ms in flight asks for 2 s trials; 500 ms ÷ (3 + 2) less the lag leaves none:
+        // the shortest trial, said.
+        let mut slow = Plan::new(Sizing::Duration, &spec, 65536, None);
+        let w = slow.next_warmup(0.0, &sent(250.0));
+        assert!(w.is_none_or(|w| w.duration_ns <= 50_000_000));
+        let warmed = Duration::from_millis(400);
+        assert_eq!(slow.timed(warmed).duration_ns, MIN_HARD_TRIAL_NS);
+        assert_eq!(
+            slow.budget(&spec, Duration::from_millis(400)),
+            Duration::from_millis(500)
+        );
+        let note = slow.note().expect("a note");
+        assert!(
+            note.contains("--hard-point-time") && note.contains("2.00 s"),
+            "{note}"
+        );
+        // 30 ms of lag after 200 ms of warm-ups: (500 − 200) ÷ 3 less 30.
+        let mut mid = Plan::new(Sizing::Duration, &spec, 65536, None);
+        while mid.next_warmup(0.0, &sent(30.0)).is_some() {}
+        let t = mid.timed(Duration::from_millis(200)).duration_ns;
+        assert_eq!(t, 70_000_000);
+        // A quick path keeps the asked trials and says nothing.
+        let mut lo = Plan::new(Sizing::Duration, &spec, 65536, None);
+        assert_eq!(lo.next_warmup(0.0, &sent(0.2)), None);
+        assert_eq!(lo.timed(Duration::from_millis(50)).duration_ns, 100_000_000);
+        assert_eq!(lo.note(), None);
+        // The point ends at its budget with one trial.
+        let budget = Duration::from_millis(500);
+        let late = Duration::from_millis(501);
+        assert_eq!(
+            should_stop(&spec, spec.max_trials, &[1.0], late, budget),
+            Some(StopReason::TimeBudget)
+        );
+        spec.hard_point_time = false;
+        assert_eq!(
+            should_stop(&spec, spec.max_trials, &[1.0], late, budget),
+            None
+        );
     }
 
     #[test]
@@ -472,13 +581,13 @@ mod tests {
             Some(500)
         );
         assert_eq!(p.next_warmup(10_000.0, &idle()), None);
-        let t = p.timed();
+        let t = p.timed(Duration::ZERO);
         assert_eq!((t.repetitions, t.duration_ns, t.warmup), (2000, 0, false));
         let mut d = Plan::new(Sizing::Duration, &spec, 64, None);
         let w = d.first_warmup().expect("a warm-up with --warmup");
         assert_eq!((w.duration_ns, w.repetitions), (10_000_000, 0));
         assert_eq!(d.next_warmup(1.0, &idle()), None);
-        assert_eq!(d.timed().duration_ns, 20_000_000);
+        assert_eq!(d.timed(Duration::ZERO).duration_ns, 20_000_000);
         spec.warmup = false;
         assert_eq!(
             Plan::new(Sizing::Duration, &spec, 64, None).first_warmup(),
@@ -490,6 +599,6 @@ mod tests {
             "calibration runs even without --warmup"
         );
         assert_eq!(r.next_warmup(10_000.0, &idle()), None);
-        assert_eq!(r.timed().repetitions, 2000);
+        assert_eq!(r.timed(Duration::ZERO).repetitions, 2000);
     }
 }

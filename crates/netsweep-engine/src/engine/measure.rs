@@ -78,7 +78,7 @@ impl<'a, P: Peer + ?Sized> Measurer<'a, P> {
             warmup = plan.next_warmup(rep_ns, &out);
         }
         self.pattern.start_timed(&mut tally);
-        let timed = plan.timed();
+        let timed = plan.timed(point_start.elapsed());
         let note = self.pattern.server_timeout_note();
         let budget = plan.budget(spec, point_start.elapsed());
         let stop_reason = loop {

@@ -105,6 +105,7 @@ pub(super) fn open_session(
         other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
     };
     let mut client_granted = pattern.granted();
+    check_server_applied(spec, &client_granted, &server_granted)?;
     if let Some(cpu) = spec.client_knobs.cpu {
         pin_current_thread(cpu)
             .map_err(|m| NetError::Refused(format!("client side --cpu: {m}")))?;
@@ -144,4 +145,47 @@ fn check_protocol(version: u16, spec: &RunSpec, ctx: &RunContext<'_>) -> Result<
         }
     }
     Ok(())
+}
+
+/// Refuses, by name, a knob the server was asked for and did not read back where the client
+/// did (so it applies to the transport): a netsweep that predates the knob drops it unseen,
+/// and its results must not look as if it was set.
+fn check_server_applied(
+    spec: &RunSpec,
+    client: &GrantedKnobs,
+    server: &GrantedKnobs,
+) -> Result<(), NetError> {
+    let applies = client.notsent_lowat.is_some();
+    if applies && spec.server_knobs.notsent_lowat.is_some() && server.notsent_lowat.is_none() {
+        return Err(NetError::Refused(
+            "the server did not apply --notsent-lowat (a netsweep that predates it): \
+             upgrade netsweep on the server, or drop --notsent-lowat"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsweep_model::spec::{Family, Transport};
+
+    #[test]
+    fn a_server_that_drops_notsent_lowat_is_refused_by_name() {
+        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Stream, Family::Ipv4);
+        spec.server_knobs.notsent_lowat = Some(16384);
+        let set = GrantedKnobs {
+            notsent_lowat: Some(16384),
+            ..Default::default()
+        };
+        let dropped = GrantedKnobs::default();
+        let e = check_server_applied(&spec, &set, &dropped).unwrap_err();
+        assert!(e.to_string().contains("--notsent-lowat"), "{e}");
+        assert!(check_server_applied(&spec, &set, &set).is_ok());
+        // Not a knob of the transport (the client did not set it either): its note says so.
+        assert!(check_server_applied(&spec, &dropped, &dropped).is_ok());
+        spec.server_knobs.notsent_lowat = None;
+        assert!(check_server_applied(&spec, &set, &dropped).is_ok());
+    }
 }

@@ -28,6 +28,7 @@ fn tcp_knobs_read_back() {
             congestion_control: Some(cc.into()),
             pmtu: Some("do".into()),
             nodelay: Some(false),
+            notsent_lowat: Some(16384),
             ..Default::default()
         };
         let s = setup(Transport::Tcp, Api::Basic, Pattern::Pingpong, 64, &k);
@@ -39,6 +40,7 @@ fn tcp_knobs_read_back() {
             assert_eq!(g.congestion_control.as_deref(), Some(cc), "{side}");
             assert_eq!(g.pmtu.as_deref(), Some("do"), "{side}");
             assert_eq!(g.nodelay, Some(false), "{side}");
+            assert_eq!(g.notsent_lowat, Some(16384), "{side}");
             assert!(g.path_mtu.unwrap_or(0) >= 1500, "{side}: {g:?}");
         }
     }
@@ -52,6 +54,7 @@ fn udp_knobs_read_back_and_inapplicable_ones_are_noted() {
         no_check: Some(true),
         pmtu: Some("dont".into()),
         congestion_control: Some("cubic".into()),
+        notsent_lowat: Some(16384),
         ..Default::default()
     };
     let s = setup(Transport::Udp, Api::Basic, Pattern::Pingpong, 64, &k);
@@ -65,6 +68,14 @@ fn udp_knobs_read_back_and_inapplicable_ones_are_noted() {
             g.notes
                 .iter()
                 .any(|n| n.starts_with("cc does not apply to udp")),
+            "{:?}",
+            g.notes
+        );
+        assert_eq!(g.notsent_lowat, None);
+        assert!(
+            g.notes
+                .iter()
+                .any(|n| n.starts_with("notsent-lowat does not apply to udp")),
             "{:?}",
             g.notes
         );
