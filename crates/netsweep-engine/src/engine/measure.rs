@@ -2,8 +2,9 @@
 //! calibration, timed trials until the stop rule, the tally of both sides' counters, the
 //! pattern's figures. What one trial is belongs to the [`Peer`].
 
-use super::calibration::{should_stop, Plan};
+use super::calibration::Plan;
 use super::peer::Peer;
+use super::stop::should_stop;
 use crate::error::NetError;
 use crate::pattern::{PointFigures, TrialOutcome};
 use crate::point::Tally;

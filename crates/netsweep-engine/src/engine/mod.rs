@@ -10,6 +10,7 @@ mod measure;
 mod open;
 pub mod peer;
 mod session;
+mod stop;
 
 use crate::auth::AuthKey;
 use crate::error::NetError;
