@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use tiny_http::{Header, Method, Request, Response, Server};
 
 mod budget;
+mod process;
 mod query;
 
 /// Most cached results kept (the oldest goes first).
@@ -146,15 +147,21 @@ fn handle(req: Request, ex: &Exporter) {
     let (status, body, metrics) = match path {
         "/probe" => probe(query, ex, scrape_timeout.as_deref()),
         "/metrics" => (200, self_metrics(ex), true),
+        // Liveness and readiness, as Prometheus' own exporters answer them.
+        "/-/healthy" | "/-/ready" => (200, "netsweep exporter is healthy.\n".into(), false),
         "/" => (
             200,
             "netsweep exporter: /probe?target=HOST[:PORT] (or iperf3://HOST[:PORT]) \
              [&transport=tcp|udp&pattern=bidir|stream|pingpong&size=SIZE&duration=TIME\
-             &reverse=true&min_trials=N&precision=5%], /metrics\n"
+             &reverse=true&min_trials=N&precision=5%&parallel=N], /metrics, /-/healthy\n"
                 .into(),
             false,
         ),
-        _ => (404, "not found: /probe or /metrics\n".into(), false),
+        _ => (
+            404,
+            "not found: /probe, /metrics or /-/healthy\n".into(),
+            false,
+        ),
     };
     let mut r = text(status, body);
     if metrics {
@@ -505,10 +512,11 @@ fn self_metrics(ex: &Exporter) -> String {
          netsweep_exporter_cached_results gauge\n# HELP netsweep_exporter_cached_results \
          Results kept for their cache period.\nnetsweep_exporter_cached_results {cached}\n# TYPE \
          netsweep_exporter_build info\n# HELP netsweep_exporter_build This exporter's \
-         version.\nnetsweep_exporter_build_info{{version=\"{}\"}} 1\n# EOF\n",
+         version.\nnetsweep_exporter_build_info{{version=\"{}\"}} 1\n{}# EOF\n",
         ex.probe_ns.load(Ordering::Relaxed) as f64 / 1e9,
         ex.running.load(Ordering::Relaxed),
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        process::metrics()
     ));
     s
 }

@@ -148,10 +148,44 @@ fn a_probe_answers_openmetrics_and_every_dashboard_query_names_one_of_its_metric
         assert_eq!(status, 400, "{bad}: {body}");
         assert!(body.contains(word), "{bad}: {body}");
     }
+    // parallel=4 (iperf3_exporter's parameter): four connections, said in the series.
+    let q = format!(
+        "/probe?target={}&pattern=stream&parallel=4&duration=300ms",
+        server.addr
+    );
+    let (status, body) = get(&addr, &q);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("netsweep_probe_success 1\n"), "{body}");
+    assert!(
+        body.lines()
+            .any(|l| l.starts_with("netsweep_run_flows{") && l.ends_with("} 4")),
+        "{body}"
+    );
+    let (status, body) = get(&addr, "/-/healthy");
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "netsweep exporter is healthy.\n")
+    );
     let (status, m) = get(&addr, "/metrics");
     assert_eq!(status, 200);
+    // The process metrics every Prometheus client library exports, of the exporter itself.
+    for n in [
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+    ] {
+        let v: f64 = m
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{n} ")))
+            .unwrap_or_else(|| panic!("{n} in {m}"))
+            .parse()
+            .unwrap();
+        assert!(v > 0.0, "{n} {v}");
+    }
     assert!(
-        m.contains("netsweep_exporter_probes_total{outcome=\"success\"} 4"),
+        m.contains("netsweep_exporter_probes_total{outcome=\"success\"} 5"),
         "{m}"
     );
     assert!(
@@ -214,8 +248,23 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
              - target_label: __address__\n        replacement: {exporter_at}\n"
         )
     };
+    // iperf3_exporter's names, recorded from the probes' series (issue 41 item 8).
+    let rules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/prometheus/iperf3_exporter-rules.yml"
+    );
+    let check = Command::new("promtool")
+        .args(["check", "rules", rules])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{}{}{}{}  \
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+         rule_files: ['{rules}']\nscrape_configs:\n{}{}{}{}  \
          - job_name: exporter\n    static_configs:\n      - targets: ['{exporter_at}']\n",
         job(
             "netsweep_bidir",
@@ -259,6 +308,8 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
         ("netsweep_probe_success", "netsweep_latency"),
         ("netsweep_probe_success", "netsweep_udp"),
         ("netsweep_probe_success", "iperf3"),
+        ("iperf3_up", "netsweep_bidir"),
+        ("iperf3_up", "iperf3"),
     ];
     loop {
         let ready = std::net::TcpStream::connect(&prom).is_ok()
@@ -289,6 +340,10 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
         ("netsweep_half_rtt_seconds", "netsweep_latency"),
         ("netsweep_loss_ratio", "netsweep_udp"),
         ("netsweep_throughput_bits_per_second", "iperf3"),
+        ("iperf3_received_bps", "iperf3"),
+        ("iperf3_sent_bps", "iperf3"),
+        ("iperf3_received_bps", "netsweep_bidir"),
+        ("iperf3_retransmits", "netsweep_bidir"),
     ] {
         let r = query(&prom, &format!("{m}{{job=\"{job}\"}}"));
         assert!(!r.is_empty(), "{m} of {job}");

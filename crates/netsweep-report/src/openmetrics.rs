@@ -38,6 +38,16 @@ pub fn render(run: &RunResult) -> String {
         "Points (message sizes) measured.",
     );
     m.sample("netsweep_run_points", &path, run.points.len() as f64);
+    m.family(
+        "netsweep_run_flows",
+        "gauge",
+        "Concurrent data connections of the run (--flows; a probe's parallel).",
+    );
+    m.sample(
+        "netsweep_run_flows",
+        &path,
+        f64::from(run.spec.flows.max(1)),
+    );
     if let Some(s) = &run.summary {
         m.family(
             "netsweep_run_duration_seconds",

@@ -42,7 +42,13 @@ pub struct Probe {
     pub precision: Option<f64>,
     /// Peer timeout of the run (`--timeout`): the exporter sets it to fit the scrape.
     pub peer_timeout: Duration,
+    /// Concurrent TCP connections (`parallel`, iperf3_exporter's name; `--flows`): 1..=
+    /// [`MAX_PARALLEL`], for a stream to the server or a pingpong of a netsweep server.
+    pub parallel: u32,
 }
+
+/// The most connections one probe opens (`parallel`).
+pub const MAX_PARALLEL: u32 = 32;
 
 /// The longest query string read.
 pub const MAX_QUERY: usize = 1024;
@@ -154,6 +160,7 @@ impl Probe {
             min_trials: 2,
             precision: None,
             peer_timeout: Duration::from_secs(5),
+            parallel: 1,
         };
         let (mut port, mut size, mut target) = (None, None, None);
         let mut seen: Vec<&str> = Vec::new();
@@ -224,11 +231,18 @@ impl Probe {
                         .ok_or("min_trials: 2..=30")?
                 }
                 "precision" => p.precision = Some(precision(&v)?),
+                "parallel" => {
+                    p.parallel = v
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|n| (1..=MAX_PARALLEL).contains(n))
+                        .ok_or(format!("parallel: 1..={MAX_PARALLEL}"))?
+                }
                 _ => {
                     let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
                     return Err(format!(
                         "unknown parameter {shown:?}: target, port, transport, pattern, size, \
-                         duration, reverse, min_trials, precision"
+                         duration, reverse, min_trials, precision, parallel"
                     ));
                 }
             }
@@ -261,6 +275,14 @@ impl Probe {
         }
         if p.reverse && p.pattern != "stream" {
             return Err("reverse: for pattern=stream (bidir measures both ways)".into());
+        }
+        let flows_run = !iperf3 && p.transport == "tcp" && !p.reverse && p.pattern != "bidir";
+        if p.parallel > 1 && !flows_run {
+            return Err(
+                "parallel: for a netsweep server's tcp stream (client to server) or pingpong; \
+                 an iperf3 target, udp, bidir and reverse probe one connection"
+                    .into(),
+            );
         }
         let max = if p.transport == "udp" {
             65_507.min(limits.max_size)
@@ -327,6 +349,9 @@ impl Probe {
         if self.reverse {
             a.push("-R".into());
         }
+        if self.parallel > 1 {
+            a.extend(["--flows".into(), self.parallel.to_string()]);
+        }
         if let Some(x) = self.precision {
             a.extend(["--precision".into(), x.to_string()]);
         }
@@ -377,6 +402,8 @@ mod tests {
         );
         assert!(p.run_args().contains(&"-R".to_string()));
         assert!(p.run_args().contains(&"2000ms".to_string()));
+        let p = Probe::parse("target=h&pattern=stream&parallel=8", &L).unwrap();
+        assert!(p.run_args().join(" ").contains("--flows 8"));
         let p = Probe::parse("target=h&precision=5%25&min_trials=4", &L).unwrap();
         assert_eq!((p.precision, p.min_trials), (Some(0.05), 4));
         let a = p.run_args().join(" ");
@@ -412,6 +439,18 @@ mod tests {
             ("target=h&precision=x", "precision"),
             ("target=%zz", "escape"),
             ("target=%ff", "UTF-8"),
+            ("target=h&parallel=0", "parallel: 1..=32"),
+            ("target=h&parallel=33", "parallel: 1..=32"),
+            ("target=h&parallel=4", "parallel: for"),
+            ("target=iperf3://h&parallel=2", "parallel: for"),
+            (
+                "target=h&pattern=stream&transport=udp&parallel=2",
+                "parallel: for",
+            ),
+            (
+                "target=h&pattern=stream&reverse=1&parallel=2",
+                "parallel: for",
+            ),
         ] {
             let e = Probe::parse(q, &L).unwrap_err();
             assert!(e.contains(word), "{q}: {e}");
