@@ -17,6 +17,13 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = DEFAULT_PORT)]
     pub port: u16,
 
+    /// Serve only clients from these addresses: prefixes and addresses, comma-separated
+    /// (198.18.0.0/15,2001:db8::/32,127.0.0.1). A connection from any other — to the control
+    /// port or the iperf3 port — is closed as it is accepted and logged as refused. Default:
+    /// any address (limit the exposure with --bind and a firewall, or with this).
+    #[arg(long, value_name = "PREFIXES", value_parser = netsweep_engine::server::allow::AllowFrom::parse)]
+    pub allow_from: Option<netsweep_engine::server::allow::AllowFrom>,
+
     /// Serve one run, then exit (a client arriving meanwhile is told the server is busy).
     #[arg(long, conflicts_with = "max_sessions")]
     pub once: bool,

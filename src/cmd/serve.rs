@@ -190,6 +190,7 @@ pub fn main(a: ServeArgs) -> Result {
         policy,
         budget,
         iperf3_results: a.iperf3_results,
+        allow_from: a.allow_from,
     };
     serve_with(listener, iperf3, Arc::new(Registry), opts, stop)
         .map(|()| ExitCode::SUCCESS)

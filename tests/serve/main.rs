@@ -2,6 +2,7 @@
 
 use netsweep_testkit::exe as common;
 
+mod allow_from;
 mod arming;
 mod auth;
 mod exporter;

@@ -94,6 +94,23 @@ pub struct ClientControl {
     version: u16,
 }
 
+/// A server that closes (or resets) the connection before any byte of the protocol is one
+/// that did not want this client: said with the likely reasons.
+fn closed_before_negotiation(e: NetError) -> NetError {
+    let reset = matches!(&e, NetError::Io { source, .. }
+        if matches!(source.kind(), std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted));
+    if reset || matches!(e, NetError::Closed { .. }) {
+        NetError::Refused(format!(
+            "{e} — the server closed the connection before saying a word: it may not serve \
+             this client's address (`netsweep serve --allow-from`), or it is not a netsweep \
+             server"
+        ))
+    } else {
+        e
+    }
+}
+
 impl ClientControl {
     /// Connects and negotiates the protocol version.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Self, NetError> {
@@ -127,7 +144,8 @@ impl ClientControl {
                     None => Ok(None),
                 }
             },
-        )?;
+        )
+        .map_err(closed_before_negotiation)?;
         c.version = version;
         Ok(c)
     }

@@ -7,6 +7,7 @@
 //! beyond the session limit is told so. The session itself is in [`session`].
 
 mod admission;
+pub mod allow;
 pub mod budget;
 mod handshakes;
 pub mod iperf3;
@@ -117,6 +118,8 @@ pub struct ServeOptions {
     /// With `--iperf3`: write each iperf3 test's record into this directory
     /// (`--iperf3-results`).
     pub iperf3_results: Option<std::path::PathBuf>,
+    /// `--allow-from`: the client addresses served (None: any).
+    pub allow_from: Option<allow::AllowFrom>,
 }
 
 impl Default for ServeOptions {
@@ -134,7 +137,26 @@ impl Default for ServeOptions {
             policy: Policy::default(),
             budget: HostLimits::read().default_budget(),
             iperf3_results: None,
+            allow_from: None,
         }
+    }
+}
+
+impl ServeOptions {
+    /// Whether a connection from `peer` may go on to its handshake: with `--allow-from`, only
+    /// from a listed prefix; any other is logged as refused and closed by the caller.
+    pub(crate) fn admits_address(&self, peer: SocketAddr, port: &str) -> bool {
+        let ok = self.allow_from.as_ref().is_none_or(|a| a.allows(peer.ip()));
+        if !ok {
+            log(
+                self.log_format,
+                Event::Refused,
+                None,
+                Some(peer),
+                Some(&format!("{port}: the address is not in --allow-from")),
+            );
+        }
+        ok
     }
 }
 
@@ -271,6 +293,9 @@ pub fn serve_with(
                 continue;
             }
         };
+        if !opts.admits_address(peer, "control port") {
+            continue;
+        }
         if let Err(e) = stream.set_nonblocking(false) {
             log(
                 opts.log_format,

@@ -150,6 +150,10 @@ pub(super) fn serve(l: Listeners, shared: Shared, stop: Arc<AtomicBool>) -> io::
                 continue;
             }
         };
+        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+        if !shared.opts.admits_address(peer, "iperf3 port") {
+            continue;
+        }
         // A test's data connection sends its cookie at once: handed over here, it never holds
         // a handshake thread (a test of 128 streams would otherwise crowd its own address's
         // handshakes).
