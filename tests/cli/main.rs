@@ -4,6 +4,7 @@ use netsweep_testkit::exe as common;
 
 mod bench_script;
 mod colour;
+mod deny;
 mod docs;
 mod mistakes;
 mod package_deb;

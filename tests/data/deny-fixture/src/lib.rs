@@ -1,0 +1,1 @@
+//! Never built: a dependency graph for the deny.toml test.
