@@ -279,7 +279,8 @@ pub struct RunArgs {
     /// session with the same server (started before each trial, stopped after it), its bytes
     /// and rate recorded beside each point. SPEC is `stream[,KEY=VALUE]…` with keys size
     /// (default 64k, 1472 for datagrams), transport (default: the run's), priority
-    /// (SO_PRIORITY on both ends, e.g. 0 or 0x10001), tos, cpu (the flow's client thread),
+    /// (SO_PRIORITY on both ends, e.g. 0 or 0x10001), tos, cc (TCP congestion control on
+    /// both ends: cubic fills a drop-tail queue, bbr does not), cpu (the flow's client thread),
     /// start (begin sending that long into each trial, e.g. 500ms: with --interval the
     /// timeline shows the load arrive). Examples: `-p pingpong --priority 6 --background
     /// stream,size=64k,priority=0`; `-p rate --rate 1k --interval 50ms --background

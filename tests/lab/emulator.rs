@@ -85,7 +85,7 @@ pub(crate) fn run_in(lab: &Lab, tag: &str, args: &[&str]) -> Value {
 }
 
 /// The emulator's counters and lateness for direction `d` (0: client → server) over a window.
-fn direction(window: &Value, d: usize) -> (Counters, Value) {
+pub(crate) fn direction(window: &Value, d: usize) -> (Counters, Value) {
     let dir = &window[0]["directions"][d];
     (
         serde_json::from_value(dir["counters"].clone()).unwrap(),

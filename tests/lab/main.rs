@@ -4,6 +4,7 @@ use netsweep_testkit::exe as common;
 
 mod anomaly_clean;
 mod anomaly_lab;
+mod aqm;
 mod background;
 mod directions;
 mod emulator;

@@ -59,6 +59,9 @@ pub struct DirectionSpec {
     pub queue_frames: Option<u32>,
     /// How the bottleneck picks the next frame.
     pub qdisc: Qdisc,
+    /// Active queue management at the bottleneck (none: drop-tail only).
+    #[serde(skip_serializing_if = "Aqm::is_none")]
+    pub aqm: Aqm,
     /// Emulate only frames of this IP protocol (17 = UDP, 6 = TCP, 1 = ICMP); the others pass
     /// at once, untouched and counted apart (`bypassed`). `None`: every frame.
     pub protocol: Option<u8>,
@@ -131,6 +134,79 @@ pub enum Qdisc {
     },
 }
 
+/// Active queue management at the bottleneck: what drops a frame before the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Aqm {
+    /// Drop-tail only.
+    #[default]
+    None,
+    /// CoDel (RFC 8289) on the FIFO queue.
+    Codel {
+        /// The sojourn time CoDel tolerates standing, ns (RFC 8289: 5 ms).
+        target_ns: u64,
+        /// How long the sojourn must stay above target before a drop, ns (100 ms).
+        interval_ns: u64,
+    },
+    /// FQ-CoDel (RFC 8290): flows hashed into `flows` queues, deficit round robin with a
+    /// `quantum` of bytes, new flows first, CoDel on each queue.
+    FqCodel {
+        /// CoDel's target, ns (5 ms).
+        target_ns: u64,
+        /// CoDel's interval, ns (100 ms).
+        interval_ns: u64,
+        /// Number of flow queues (1024).
+        flows: u32,
+        /// Bytes a queue may send per round (one MTU-sized frame: 1514).
+        quantum: u32,
+    },
+}
+
+impl Aqm {
+    /// RFC 8289's defaults: target 5 ms, interval 100 ms.
+    pub const TARGET_NS: u64 = 5_000_000;
+    /// See [`Aqm::TARGET_NS`].
+    pub const INTERVAL_NS: u64 = 100_000_000;
+
+    /// True for drop-tail only.
+    pub fn is_none(&self) -> bool {
+        *self == Aqm::None
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let (target, interval) = match *self {
+            Aqm::None => return Ok(()),
+            Aqm::Codel {
+                target_ns,
+                interval_ns,
+            } => (target_ns, interval_ns),
+            Aqm::FqCodel {
+                target_ns,
+                interval_ns,
+                flows,
+                quantum,
+            } => {
+                if !(1..=65_536).contains(&flows) {
+                    return Err(format!("fq_codel with {flows} flows: give 1 to 65536"));
+                }
+                if !(64..=65_600).contains(&quantum) {
+                    return Err(format!(
+                        "fq_codel quantum {quantum}: give 64 to 65600 bytes"
+                    ));
+                }
+                (target_ns, interval_ns)
+            }
+        };
+        if target == 0 || interval <= target || interval > MAX_DELAY_NS {
+            return Err(format!(
+                "aqm target {target} ns and interval {interval} ns: the target must be above \
+                 0 and below the interval, the interval at most 10 s"
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Checks every value; the error names the field and the range.
     pub fn check(&self) -> Result<(), String> {
@@ -183,6 +259,18 @@ impl DirectionSpec {
         }
         if self.rate_bps == Some(0) {
             return Err("rate 0 carries nothing: give a rate above 0, or none".into());
+        }
+        self.aqm.check()?;
+        if self.aqm != Aqm::None {
+            if self.rate_bps.is_none() {
+                return Err(
+                    "an aqm manages a bottleneck's queue, and only a rate makes one: give a rate"
+                        .into(),
+                );
+            }
+            if self.qdisc != Qdisc::Fifo {
+                return Err("an aqm manages a fifo queue: drop qdisc = \"prio\" or the aqm".into());
+            }
         }
         if let Qdisc::Prio { bands } = self.qdisc {
             if !(2..=8).contains(&bands) {

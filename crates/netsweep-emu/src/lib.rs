@@ -24,5 +24,5 @@ pub mod sched;
 pub mod stats;
 pub mod writer;
 
-pub use config::{Config, DirectionSpec, Jitter, JitterDist, Loss, Qdisc};
+pub use config::{Aqm, Config, DirectionSpec, Jitter, JitterDist, Loss, Qdisc};
 pub use stats::{Counters, Report};

@@ -4,12 +4,13 @@
 //!
 //! A frame's way through: the loss model (random, or Gilbert–Elliott's two states) and the
 //! duplication model on arrival; then the bottleneck, when the direction has a rate — a queue
-//! with a drop-tail limit in bytes and frames, served FIFO or by strict priority over bands,
-//! one frame on the wire at a time for its length at the rate; then the delay line — the fixed
+//! with a drop-tail limit in bytes and frames, served FIFO or by strict priority over bands —
+//! or managed by CoDel or FQ-CoDel ([`aqm`]) — one frame on the wire at a time for its length
+//! at the rate; then the delay line — the fixed
 //! delay plus a jitter draw, releases kept in order unless reordering is allowed, and a
 //! `reorder` share of frames skipping the delay (overtaking the others).
 
-use crate::config::{DirectionSpec, Loss, Qdisc};
+use crate::config::{Aqm, DirectionSpec, Loss, Qdisc};
 use crate::rng::Rng;
 use crate::stats::{Counters, LatenessHistogram};
 use std::cmp::{Ordering, Reverse};
@@ -88,11 +89,27 @@ pub struct Path<B> {
     passing: Vec<(B, u32)>,
     /// Numbers of duplicated frames with both copies in flight: whether one was released.
     copies: std::collections::HashMap<u64, bool>,
+    /// The bottleneck's queue under an AQM, in place of `bands` (`None`: drop-tail).
+    managed: Option<Managed<B>>,
+    /// Frames the AQM dropped at a dequeue, before they are counted and freed.
+    aqm_dropped: Vec<Queued<B>>,
 }
+
+/// A bottleneck queue under active queue management.
+#[derive(Debug)]
+enum Managed<B> {
+    Codel(aqm::FlowQueue<B>),
+    FqCodel(aqm::FqCodel<B>),
+}
+
+/// The largest frame CoDel keeps the link busy with (it never drops when no more than this is
+/// left queued): a full Ethernet frame.
+const AQM_MTU: u32 = 1514;
 
 impl<B> Path<B> {
     /// A path doing what `spec` says, its random draws from `seed`.
     pub fn new(spec: DirectionSpec, seed: u64) -> Self {
+        let aqm = spec.aqm;
         let bands = match spec.qdisc {
             Qdisc::Fifo => 1,
             Qdisc::Prio { bands } => usize::from(bands.clamp(2, 8)),
@@ -115,7 +132,33 @@ impl<B> Path<B> {
             freed: Vec::new(),
             passing: Vec::new(),
             copies: std::collections::HashMap::new(),
+            managed: match aqm {
+                Aqm::None => None,
+                Aqm::Codel {
+                    target_ns,
+                    interval_ns,
+                } => Some(Managed::Codel(aqm::FlowQueue::new(aqm::Codel::new(
+                    target_ns,
+                    interval_ns,
+                )))),
+                Aqm::FqCodel {
+                    target_ns,
+                    interval_ns,
+                    flows,
+                    quantum,
+                } => Some(Managed::FqCodel(aqm::FqCodel::new(
+                    flows,
+                    quantum,
+                    &aqm::Codel::new(target_ns, interval_ns),
+                ))),
+            },
+            aqm_dropped: Vec::new(),
         }
+    }
+
+    /// Whether frames need their flow hash (FQ-CoDel's queues): see [`arrive_flow`](Self::arrive_flow).
+    pub fn wants_flows(&self) -> bool {
+        matches!(self.managed, Some(Managed::FqCodel(_)))
     }
 
     /// The number of bands frames are classified into (1 for FIFO).
@@ -131,6 +174,20 @@ impl<B> Path<B> {
         frame: B,
         len: u32,
         band: u8,
+        copy: impl FnMut(&B) -> Option<B>,
+    ) {
+        self.arrive_flow(now, frame, len, band, 0, copy);
+    }
+
+    /// [`arrive`](Self::arrive) for a frame of flow hash `flow` (`frame::flow_of`), which
+    /// FQ-CoDel queues it by.
+    pub fn arrive_flow(
+        &mut self,
+        now: u64,
+        frame: B,
+        len: u32,
+        band: u8,
+        flow: u32,
         mut copy: impl FnMut(&B) -> Option<B>,
     ) {
         self.advance(now);
@@ -157,12 +214,12 @@ impl<B> Path<B> {
         };
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.enter(now, frame, len, band, seq);
+        self.enter(now, frame, len, band, flow, seq);
         if let Some(c) = dup {
             // The copy is the same frame to the receiver: the same number, and a reordering
             // is counted only for whichever of the two is released first.
             self.copies.insert(seq, false);
-            self.enter(now, c, len, band, seq);
+            self.enter(now, c, len, band, flow, seq);
         }
     }
 
@@ -217,9 +274,39 @@ impl<B> Path<B> {
 
     /// Takes a frame past the loss model: into the bottleneck's queue, or straight to the
     /// delay line without a rate.
-    fn enter(&mut self, now: u64, frame: B, len: u32, band: u8, seq: u64) {
+    fn enter(&mut self, now: u64, frame: B, len: u32, band: u8, flow: u32, seq: u64) {
         if self.spec.rate_bps.is_none() {
             self.schedule(now, frame, len, seq);
+            return;
+        }
+        if let Some(Managed::FqCodel(fq)) = &mut self.managed {
+            // FQ-CoDel takes every frame, then drops from the head of its fattest flow while
+            // over the limit (RFC 8290 §4.1): a flow that fills the queue pays for it.
+            fq.push(
+                flow,
+                Queued {
+                    frame,
+                    len,
+                    arrived: now,
+                    seq,
+                },
+            );
+            self.queued_bytes += u64::from(len);
+            self.queued_frames += 1;
+            while self.over_limit(0) {
+                let Some(Managed::FqCodel(fq)) = &mut self.managed else {
+                    break;
+                };
+                let Some(d) = fq.drop_from_fattest() else {
+                    break;
+                };
+                self.queued_bytes -= u64::from(d.len);
+                self.queued_frames -= 1;
+                self.counters.dropped_queue += 1;
+                self.copies.remove(&d.seq);
+                self.freed.push(d.frame);
+            }
+            self.advance(now);
             return;
         }
         let over_bytes = self.queued_bytes + u64::from(len) > self.queue_limit_bytes;
@@ -234,13 +321,18 @@ impl<B> Path<B> {
             self.copies.remove(&seq);
             return;
         }
-        let b = usize::from(band).min(self.bands.len() - 1);
-        self.bands[b].push_back(Queued {
+        let f = Queued {
             frame,
             len,
             arrived: now,
             seq,
-        });
+        };
+        if let Some(Managed::Codel(q)) = &mut self.managed {
+            q.push(f);
+        } else {
+            let b = usize::from(band).min(self.bands.len() - 1);
+            self.bands[b].push_back(f);
+        }
         self.queued_bytes += u64::from(len);
         self.queued_frames += 1;
         self.advance(now);
@@ -253,10 +345,79 @@ impl<B> Path<B> {
         })
     }
 
+    /// Whether the queue holds more than its limit, in bytes (with `extra` more) or frames.
+    fn over_limit(&self, extra: u32) -> bool {
+        self.queued_bytes + u64::from(extra) > self.queue_limit_bytes
+            || self
+                .spec
+                .queue_frames
+                .is_some_and(|n| self.queued_frames > n)
+    }
+
+    /// The earliest arrival among the queued frames.
+    fn earliest_queued(&self) -> Option<u64> {
+        match &self.managed {
+            Some(Managed::Codel(q)) => q.front_arrival(),
+            Some(Managed::FqCodel(fq)) => fq.earliest(),
+            None => self
+                .bands
+                .iter()
+                .filter_map(|q| q.front())
+                .map(|f| f.arrived)
+                .min(),
+        }
+    }
+
+    /// [`advance`](Self::advance) under an AQM: the wire takes the frame the AQM gives when it
+    /// is free (every queued frame has arrived by then: a frame is queued only after the
+    /// frames whose turn came before its arrival left), and the frames it drops on the way
+    /// are counted and freed.
+    fn advance_managed(&mut self, now: u64) {
+        loop {
+            let Some(earliest) = self.earliest_queued() else {
+                return;
+            };
+            let start = self.busy_until.max(earliest);
+            if start > now {
+                return;
+            }
+            let mut dropped = std::mem::take(&mut self.aqm_dropped);
+            let f = match &mut self.managed {
+                Some(Managed::Codel(q)) => q.dequeue(start, AQM_MTU, &mut dropped),
+                Some(Managed::FqCodel(fq)) => fq.dequeue(start, AQM_MTU, &mut dropped),
+                None => None,
+            };
+            for d in dropped.drain(..) {
+                self.queued_bytes -= u64::from(d.len);
+                self.queued_frames -= 1;
+                self.counters.dropped_aqm += 1;
+                self.copies.remove(&d.seq);
+                self.freed.push(d.frame);
+            }
+            self.aqm_dropped = dropped;
+            if let Some(f) = f {
+                self.put_on_wire(start, f);
+            }
+        }
+    }
+
+    /// A frame leaves the queue for the wire at `start`, and the delay line when it is across.
+    fn put_on_wire(&mut self, start: u64, f: Queued<B>) {
+        self.queued_bytes -= u64::from(f.len);
+        self.queued_frames -= 1;
+        let end = start + self.wire_ns(f.len);
+        self.busy_until = end;
+        self.schedule(end, f.frame, f.len, f.seq);
+    }
+
     /// Moves every frame whose turn on the wire starts by `now` from the queue into the delay
     /// line: the wire takes the next frame when it is free, the highest band's first among
     /// those that had arrived by then.
     fn advance(&mut self, now: u64) {
+        if self.managed.is_some() {
+            self.advance_managed(now);
+            return;
+        }
         loop {
             let Some(earliest) = self
                 .bands
@@ -280,11 +441,7 @@ impl<B> Path<B> {
             let Some(f) = self.bands[b].pop_front() else {
                 return;
             };
-            self.queued_bytes -= u64::from(f.len);
-            self.queued_frames -= 1;
-            let end = start + self.wire_ns(f.len);
-            self.busy_until = end;
-            self.schedule(end, f.frame, f.len, f.seq);
+            self.put_on_wire(start, f);
         }
     }
 
@@ -317,13 +474,7 @@ impl<B> Path<B> {
     /// When the path next has something to do (a frame to put on the wire or to release),
     /// if anything.
     pub fn next_event(&self) -> Option<u64> {
-        let wire = self
-            .bands
-            .iter()
-            .filter_map(|q| q.front())
-            .map(|f| f.arrived)
-            .min()
-            .map(|a| a.max(self.busy_until));
+        let wire = self.earliest_queued().map(|a| a.max(self.busy_until));
         let line = self.line.peek().map(|Reverse(d)| d.due);
         match (wire, line) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -396,6 +547,8 @@ impl<B> Path<B> {
         self.lateness = LatenessHistogram::default();
     }
 }
+
+mod aqm;
 
 #[cfg(test)]
 mod tests;

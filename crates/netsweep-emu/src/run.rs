@@ -7,7 +7,7 @@
 //! the loop stops.
 
 use crate::config::Config;
-use crate::frame::{band_of, protocol_of};
+use crate::frame::{band_of, flow_of, protocol_of};
 use crate::path::{Path, Release};
 use crate::sched::{self, pin, realtime, Budget, Realtime, Switch};
 use crate::stats::{DirectionReport, Report};
@@ -320,6 +320,7 @@ fn receive(
         let got = got as usize;
         let now = now_ns(epoch);
         let bands = path.bands();
+        let flows = path.wants_flows();
         for k in 0..got {
             let len = (hdr[k].msg_len as usize).min(pool.size);
             let bytes = &pool.bufs[idx[k] as usize][..len];
@@ -328,8 +329,9 @@ fn receive(
                 continue;
             }
             let band = band_of(bytes, bands);
+            let flow = if flows { flow_of(bytes) } else { 0 };
             let (bufs, free, size, most) = (&mut pool.bufs, &mut pool.free, pool.size, pool.most);
-            path.arrive(now, idx[k], len as u32, band, |&src| {
+            path.arrive_flow(now, idx[k], len as u32, band, flow, |&src| {
                 let copy = free.pop().or_else(|| {
                     (bufs.len() < most).then(|| {
                         bufs.push(vec![0u8; size]);

@@ -19,8 +19,12 @@ pub struct Counters {
     pub released_bytes: u64,
     /// Dropped by the loss model.
     pub dropped_loss: u64,
-    /// Dropped because the bottleneck's queue was full (drop-tail).
+    /// Dropped because the bottleneck's queue was full (drop-tail, or FQ-CoDel's overflow
+    /// drop from its fattest flow).
     pub dropped_queue: u64,
+    /// Dropped by the bottleneck's AQM (CoDel's control law) as they left the queue.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_aqm: u64,
     /// Dropped because the emulator had no buffer left for them (its own limit).
     pub dropped_no_buffer: u64,
     /// Dropped because the egress socket refused them (the peer port down, a full device
@@ -126,11 +130,16 @@ impl LatenessHistogram {
     }
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Counters {
     /// Every frame dropped, whatever the cause.
     pub fn dropped(&self) -> u64 {
         self.dropped_loss
             + self.dropped_queue
+            + self.dropped_aqm
             + self.dropped_no_buffer
             + self.dropped_send
             + self.dropped_kernel
@@ -146,6 +155,7 @@ impl Counters {
             released_bytes: d(self.released_bytes, before.released_bytes),
             dropped_loss: d(self.dropped_loss, before.dropped_loss),
             dropped_queue: d(self.dropped_queue, before.dropped_queue),
+            dropped_aqm: d(self.dropped_aqm, before.dropped_aqm),
             dropped_no_buffer: d(self.dropped_no_buffer, before.dropped_no_buffer),
             dropped_send: d(self.dropped_send, before.dropped_send),
             dropped_kernel: d(self.dropped_kernel, before.dropped_kernel),

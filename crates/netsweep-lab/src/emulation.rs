@@ -41,6 +41,9 @@ pub(crate) struct RawEmulate {
     queue_frames: Option<u32>,
     qdisc: Option<String>,
     bands: Option<u8>,
+    aqm: Option<String>,
+    aqm_target: Option<String>,
+    aqm_interval: Option<String>,
     direction: Option<Direction>,
     protocol: Option<crate::topology::Protocol>,
     engine: Option<Engine>,
@@ -161,6 +164,45 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 }
 
 impl RawEmulate {
+    /// `aqm` (`codel`, `fq_codel`) with `aqm_target` and `aqm_interval` (RFC 8289's 5 ms
+    /// and 100 ms by default).
+    fn aqm(&self, f: &dyn Fn(&str) -> String) -> Result<netsweep_emu::Aqm, (String, String)> {
+        use netsweep_emu::Aqm;
+        let time = |name: &str, v: &Option<String>, default: u64| {
+            v.as_deref()
+                .map_or(Ok(default), parse_duration_ns)
+                .map_err(|m| (f(name), m))
+        };
+        let target_ns = time("aqm_target", &self.aqm_target, Aqm::TARGET_NS)?;
+        let interval_ns = time("aqm_interval", &self.aqm_interval, Aqm::INTERVAL_NS)?;
+        let aqm = match self.aqm.as_deref() {
+            None => Aqm::None,
+            Some("codel") => Aqm::Codel {
+                target_ns,
+                interval_ns,
+            },
+            Some("fq_codel") => Aqm::FqCodel {
+                target_ns,
+                interval_ns,
+                flows: 1024,
+                quantum: 1514,
+            },
+            Some(a) => {
+                return Err((
+                    f("aqm"),
+                    format!("unknown aqm \"{a}\": use \"codel\" or \"fq_codel\""),
+                ))
+            }
+        };
+        if aqm == Aqm::None && (self.aqm_target.is_some() || self.aqm_interval.is_some()) {
+            return Err((
+                f("aqm_target"),
+                "aqm_target and aqm_interval go with aqm = \"codel\" or \"fq_codel\"".into(),
+            ));
+        }
+        Ok(aqm)
+    }
+
     /// Checks the table of link `p` (its field path), whose `rate` becomes the bottleneck.
     pub(crate) fn check(&self, p: &str, rate: Option<Rate>) -> Checked<Emulation> {
         let f = |name: &str| format!("{p}.emulate.{name}");
@@ -240,7 +282,9 @@ impl RawEmulate {
                     .into(),
             ));
         }
+        let aqm = self.aqm(&f)?;
         let spec = DirectionSpec {
+            aqm,
             delay_ns: dur("delay", &self.delay)?,
             jitter,
             loss,
@@ -273,11 +317,18 @@ impl RawEmulate {
                     .into(),
             ));
         }
+        let engine = self.engine.unwrap_or_default();
+        if engine == Engine::Netem && spec.aqm != netsweep_emu::Aqm::None {
+            return Err((
+                f("aqm"),
+                "the aqm is netsweep's emulator's (netem has none): drop engine = \"netem\"".into(),
+            ));
+        }
         Ok(Emulation {
             spec,
             direction,
             delay_back_ns,
-            engine: self.engine.unwrap_or_default(),
+            engine,
             cpu: self.cpu,
             seed: self.seed,
         })

@@ -7,7 +7,8 @@
 //! (the client sends for as long as the measured trial lasts). Keys: `size` (message size,
 //! the `--sizes` grammar; default 64k, or 1472 for datagram transports), `transport` (default:
 //! the run's), `priority` (SO_PRIORITY on both ends; decimal or 0x hexadecimal), `tos` (IP_TOS
-//! on both ends), `cpu` (pin the background's client thread), `start` (begin sending that
+//! on both ends), `cc` (TCP congestion control on both ends: a loss-based `cubic` fills a
+//! drop-tail queue where `bbr` would not), `cpu` (pin the background's client thread), `start` (begin sending that
 //! long into each measured trial, e.g. 500ms, so the trial's `--interval` timeline shows the
 //! load arrive; less than the trial time and `--timeout`).
 
@@ -19,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub const BACKGROUND_PATTERNS: &[Pattern] = &[Pattern::Stream];
 
 /// The keys a background spec may carry.
-pub const BACKGROUND_KEYS: &str = "size, transport, priority, tos, cpu, start";
+pub const BACKGROUND_KEYS: &str = "size, transport, priority, tos, cc, cpu, start";
 
 /// One background flow, as asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -38,6 +39,9 @@ pub struct BackgroundSpec {
     /// IP_TOS on both ends of the flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tos: Option<u8>,
+    /// TCP congestion control on both ends of the flow (`cc=cubic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<String>,
     /// CPU of the flow's client thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<u32>,
@@ -75,6 +79,7 @@ impl BackgroundSpec {
             size: None,
             priority: None,
             tos: None,
+            cc: None,
             cpu: None,
             start_ns: None,
             text: text.trim().to_string(),
@@ -100,6 +105,15 @@ impl BackgroundSpec {
                 }
                 "tos" => spec.tos = Some(number(value).ok_or_else(|| bad("give a byte 0..=255"))?),
                 "cpu" => spec.cpu = Some(number(value).ok_or_else(|| bad("give a CPU number"))?),
+                "cc" => {
+                    let v = value.trim();
+                    let ok = (1..16).contains(&v.len())
+                        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                    if !ok {
+                        return Err(bad("give an algorithm's name, such as cubic or bbr"));
+                    }
+                    spec.cc = Some(v.to_string());
+                }
                 "start" => {
                     let d = crate::time::parse_duration(value).map_err(|e| bad(&e))?;
                     spec.start_ns = Some(d.as_nanos() as u64);
@@ -136,8 +150,12 @@ impl BackgroundSpec {
         if run.transport == Transport::Mpi || self.transport_in(run) == Transport::Mpi {
             // Rank 1 serves one session, and the MPI calls of a rank are serialised on one
             // data path (thread level SERIALIZED): a second session has nowhere to go.
-            return Err("a background flow needs a session of its own, and -t mpi has one                         (rank 1 serves the measured run): load an MPI run from another tool,                         or measure under load over tcp or udp"
-                .into());
+            return Err(
+                "a background flow needs a session of its own, and -t mpi has one \
+                 (rank 1 serves the measured run): load an MPI run from another tool, \
+                 or measure under load over tcp or udp"
+                    .into(),
+            );
         }
         let Some(start) = self.start_ns else {
             return Ok(());
@@ -174,6 +192,7 @@ impl BackgroundSpec {
         for k in [&mut s.client_knobs, &mut s.server_knobs] {
             k.priority = self.priority;
             k.tos = self.tos;
+            k.congestion_control.clone_from(&self.cc);
         }
         s.client_knobs.cpu = self.cpu;
         s
@@ -271,6 +290,13 @@ mod tests {
         assert!(BackgroundSpec::parse("stream,size")
             .unwrap_err()
             .contains("KEY=VALUE"));
+        let cubic = BackgroundSpec::parse("stream,cc=cubic").unwrap();
+        let s = cubic.session_spec(&run);
+        assert_eq!(s.client_knobs.congestion_control.as_deref(), Some("cubic"));
+        assert_eq!(s.server_knobs.congestion_control.as_deref(), Some("cubic"));
+        assert!(BackgroundSpec::parse("stream,cc=a;b")
+            .unwrap_err()
+            .contains("algorithm"));
         let late = BackgroundSpec::parse("stream,start=500ms").unwrap();
         assert_eq!(late.start_ns, Some(500_000_000));
         assert!(BackgroundSpec::parse("stream,start=soon")

@@ -15,6 +15,15 @@ fn spec() -> DirectionSpec {
 /// Runs `arrivals` (time, id, len, band) through `p`, polling at every event until idle;
 /// returns (id, due, polled-at).
 fn drive(p: &mut Path<u32>, arrivals: &[(u64, u32, u32, u8)]) -> Vec<(u32, u64, u64)> {
+    drive_flows(p, arrivals, |_| 0)
+}
+
+/// [`drive`] with each frame's flow hash `flow(id)`.
+fn drive_flows(
+    p: &mut Path<u32>,
+    arrivals: &[(u64, u32, u32, u8)],
+    flow: impl Fn(u32) -> u32,
+) -> Vec<(u32, u64, u64)> {
     let mut out = Vec::new();
     let mut got = Vec::new();
     let mut i = 0;
@@ -31,7 +40,7 @@ fn drive(p: &mut Path<u32>, arrivals: &[(u64, u32, u32, u8)]) -> Vec<(u32, u64, 
             if t > next {
                 break;
             }
-            p.arrive(t, id, len, band, |&id| Some(id + COPY));
+            p.arrive_flow(t, id, len, band, flow(id), |&id| Some(id + COPY));
             i += 1;
         }
         p.poll(next, &mut out);
@@ -362,4 +371,146 @@ fn bands_come_from_the_dscp_class() {
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
     assert_eq!(band_of(&arp, 4), 0);
     assert_eq!(band_of(&[0u8; 10], 4), 0);
+}
+
+/// 10 Mbit/s: a 1514-byte frame takes 1.2112 ms on the wire.
+const WIRE_1514: u64 = 1_211_200;
+
+fn aqm_spec(aqm: Aqm) -> DirectionSpec {
+    DirectionSpec {
+        rate_bps: Some(10_000_000),
+        queue_bytes: Some(10_000_000),
+        aqm,
+        ..spec()
+    }
+}
+
+const CODEL: Aqm = Aqm::Codel {
+    target_ns: 5 * MS,
+    interval_ns: 100 * MS,
+};
+
+/// A burst of 300 full frames at t = 0 into 10 Mbit/s: frame k leaves the queue at
+/// k × 1.2112 ms. Drop-tail (with room) sends them all; CoDel sees the sojourn above 5 ms
+/// from frame 5 (6.06 ms) on, and first drops at the first dequeue an interval later —
+/// frame 88, at 106.6 ms — then by its control law; every frame is released or dropped.
+#[test]
+fn codel_on_the_bottleneck_drops_an_interval_after_the_sojourn_passes_target() {
+    let burst: Vec<(u64, u32, u32, u8)> = (0..300).map(|k| (0, k, 1514, 0)).collect();
+    let mut tail = Path::new(aqm_spec(Aqm::None), 1);
+    assert_eq!(drive(&mut tail, &burst).len(), 300);
+    assert_eq!(tail.counters().dropped(), 0);
+    let mut p = Path::new(aqm_spec(CODEL), 1);
+    let got = drive(&mut p, &burst);
+    let c = p.counters();
+    assert_eq!(c.released + c.dropped_aqm, 300, "{c:?}");
+    assert!(c.dropped_aqm >= 2, "{c:?}");
+    let released: Vec<u32> = got.iter().map(|g| g.0).collect();
+    // Frames 0..=87 all left; 88 (the head at the first dequeue ≥ 6.06 + 100 ms) was dropped.
+    assert!(released[..88].iter().copied().eq(0..88), "{released:?}");
+    assert!(!released.contains(&88), "{released:?}");
+    // After a drop the next frame takes the wire at once: 89 starts in 88's slot (88 × 1.2112
+    // ms) and is due when it has crossed it.
+    assert_eq!(got[88].0, 89);
+    assert_eq!(got[88].1, 89 * WIRE_1514);
+    assert_eq!(p.take_freed().count() as u64, c.dropped_aqm);
+    assert_eq!(p.held(), 0);
+}
+
+/// Two flows under FQ-CoDel: a burst of 200 frames of flow 1 at t = 0, then one frame of
+/// flow 2 at 10 ms. FQ-CoDel serves the new flow next: its frame leaves within two frame
+/// times of arriving, where a FIFO queue makes it wait behind the burst (~230 ms).
+#[test]
+fn fq_codel_lets_a_new_flow_past_a_standing_queue_that_fifo_makes_it_wait_behind() {
+    let mut arrivals: Vec<(u64, u32, u32, u8)> = (0..200).map(|k| (0, k, 1514, 0)).collect();
+    arrivals.push((10 * MS, 1000, 1514, 0));
+    let flow = |id: u32| if id == 1000 { 2 } else { 1 };
+    let fq = Aqm::FqCodel {
+        target_ns: 5 * MS,
+        interval_ns: 100 * MS,
+        flows: 1024,
+        quantum: 1514,
+    };
+    let left_at = |aqm: Aqm| {
+        let mut p = Path::new(aqm_spec(aqm), 1);
+        let got = drive_flows(&mut p, &arrivals, flow);
+        let c = p.counters();
+        assert_eq!(c.released + c.dropped(), 201, "{c:?}");
+        got.iter().find(|g| g.0 == 1000).map(|g| g.1).unwrap()
+    };
+    let fifo = left_at(Aqm::None);
+    let fair = left_at(fq);
+    assert!(fifo > 200 * MS, "{fifo}");
+    assert!(fair <= 10 * MS + 2 * WIRE_1514, "{fair}");
+    // Overflow: the fat flow pays. A 30-frame limit, flow 1 sends 40, flow 2 one at the end:
+    // flow 2's frame is kept, flow 1's heads are dropped.
+    let mut small = aqm_spec(fq);
+    small.queue_bytes = Some(30 * 1514);
+    let mut p = Path::new(small, 1);
+    let mut burst: Vec<(u64, u32, u32, u8)> = (0..40).map(|k| (0, k, 1514, 0)).collect();
+    burst.push((0, 1000, 1514, 0));
+    let got = drive_flows(&mut p, &burst, flow);
+    assert!(got.iter().any(|g| g.0 == 1000), "{got:?}");
+    assert!(p.counters().dropped_queue >= 10, "{:?}", p.counters());
+}
+
+#[test]
+fn an_aqm_needs_a_rate_and_a_fifo_queue_and_sane_times() {
+    let mut d = aqm_spec(CODEL);
+    assert!(d.check().is_ok());
+    d.rate_bps = None;
+    assert!(d.check().unwrap_err().contains("give a rate"));
+    let mut d = aqm_spec(CODEL);
+    d.qdisc = Qdisc::Prio { bands: 3 };
+    assert!(d.check().unwrap_err().contains("fifo"));
+    let d = aqm_spec(Aqm::Codel {
+        target_ns: 200 * MS,
+        interval_ns: 100 * MS,
+    });
+    assert!(d.check().unwrap_err().contains("below the interval"));
+    let d = aqm_spec(Aqm::FqCodel {
+        target_ns: 5 * MS,
+        interval_ns: 100 * MS,
+        flows: 0,
+        quantum: 1514,
+    });
+    assert!(d.check().unwrap_err().contains("flows"));
+}
+
+#[test]
+fn a_flow_is_its_five_tuple() {
+    // IPv4/TCP 198.18.0.1:40000 → 198.18.0.2:7200, headers only.
+    let mut a = vec![0u8; 54];
+    a[12..14].copy_from_slice(&[0x08, 0x00]);
+    a[14] = 0x45;
+    a[23] = 6;
+    a[26..30].copy_from_slice(&[198, 18, 0, 1]);
+    a[30..34].copy_from_slice(&[198, 18, 0, 2]);
+    a[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    a[36..38].copy_from_slice(&7200u16.to_be_bytes());
+    let mut same = a.clone();
+    same[18..20].copy_from_slice(&[0x12, 0x34]); // another IP id, same flow
+    let mut other_port = a.clone();
+    other_port[34..36].copy_from_slice(&40001u16.to_be_bytes());
+    let mut other_proto = a.clone();
+    other_proto[23] = 17;
+    assert_eq!(crate::frame::flow_of(&a), crate::frame::flow_of(&same));
+    assert_ne!(
+        crate::frame::flow_of(&a),
+        crate::frame::flow_of(&other_port)
+    );
+    assert_ne!(
+        crate::frame::flow_of(&a),
+        crate::frame::flow_of(&other_proto)
+    );
+    // A later fragment has no ports: its flow is its addresses and protocol.
+    let mut frag = a.clone();
+    frag[20..22].copy_from_slice(&0x0010u16.to_be_bytes());
+    let mut frag2 = frag.clone();
+    frag2[34..38].copy_from_slice(&[9, 9, 9, 9]);
+    assert_eq!(crate::frame::flow_of(&frag), crate::frame::flow_of(&frag2));
+    assert_eq!(crate::frame::flow_of(&[0u8; 10]), 0);
+    let mut arp = a.clone();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(crate::frame::flow_of(&arp), 0);
 }

@@ -288,8 +288,9 @@ pub fn resolve_engines(topo: &mut crate::topology::Topology) {
     };
     for l in &mut topo.links {
         if let Some(e) = l.emulate.as_mut().filter(|e| e.engine == Engine::Auto) {
-            // netem cannot pick frames by protocol: those links stay with netsweep's.
-            e.engine = if e.spec.protocol.is_some() {
+            // netem cannot pick frames by protocol, nor manage its queue: those links stay
+            // with netsweep's.
+            e.engine = if e.spec.protocol.is_some() || e.spec.aqm != netsweep_emu::Aqm::None {
                 Engine::Netsweep
             } else {
                 engine

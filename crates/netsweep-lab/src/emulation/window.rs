@@ -48,7 +48,7 @@ pub fn describe_direction(d: &DirectionSpec) -> String {
     }
     if let Some(r) = d.rate_bps {
         w.push(format!(
-            "rate {} Mbit/s, queue {} B{} drop-tail{}",
+            "rate {} Mbit/s, queue {} B{} drop-tail{}{}",
             r as f64 / 1e6,
             d.queue_limit_bytes(),
             d.queue_frames
@@ -57,6 +57,28 @@ pub fn describe_direction(d: &DirectionSpec) -> String {
                 Qdisc::Fifo => String::new(),
                 Qdisc::Prio { bands } =>
                     format!(", strict priority over {bands} bands by DSCP class"),
+            },
+            match d.aqm {
+                netsweep_emu::Aqm::None => String::new(),
+                netsweep_emu::Aqm::Codel {
+                    target_ns,
+                    interval_ns,
+                } => format!(
+                    ", CoDel (target {} ms, interval {} ms)",
+                    target_ns as f64 / 1e6,
+                    interval_ns as f64 / 1e6
+                ),
+                netsweep_emu::Aqm::FqCodel {
+                    target_ns,
+                    interval_ns,
+                    flows,
+                    quantum,
+                } => format!(
+                    ", FQ-CoDel ({flows} flow queues, quantum {quantum} B, target {} ms, \
+                     interval {} ms)",
+                    target_ns as f64 / 1e6,
+                    interval_ns as f64 / 1e6
+                ),
             }
         ));
     }
