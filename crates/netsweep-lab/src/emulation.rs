@@ -176,7 +176,7 @@ impl RawEmulate {
         let target_ns = time("aqm_target", &self.aqm_target, Aqm::TARGET_NS)?;
         let interval_ns = time("aqm_interval", &self.aqm_interval, Aqm::INTERVAL_NS)?;
         let aqm = match self.aqm.as_deref() {
-            None => Aqm::None,
+            None | Some("none") => Aqm::None,
             Some("codel") => Aqm::Codel {
                 target_ns,
                 interval_ns,
@@ -190,7 +190,9 @@ impl RawEmulate {
             Some(a) => {
                 return Err((
                     f("aqm"),
-                    format!("unknown aqm \"{a}\": use \"codel\" or \"fq_codel\""),
+                    format!(
+                        "unknown aqm \"{a}\": use \"codel\", \"fq_codel\" or \"none\" (drop-tail)"
+                    ),
                 ))
             }
         };
@@ -522,5 +524,44 @@ bands = 4"#)
             .unwrap_err();
         assert!(prio.1.contains("2 to 8"), "{prio:?}");
         assert!(toml::from_str::<RawEmulate>("wibble = 1").is_err());
+    }
+
+    #[test]
+    fn an_aqm_reads_with_its_times_and_is_refused_where_it_cannot_act() {
+        let mbit = || Rate::parse("20mbit").ok();
+        let e = raw("aqm = \"fq_codel\"\naqm_target = \"2ms\"")
+            .check("l", mbit())
+            .unwrap();
+        assert_eq!(
+            e.spec.aqm,
+            netsweep_emu::Aqm::FqCodel {
+                target_ns: 2_000_000,
+                interval_ns: 100_000_000,
+                flows: 1024,
+                quantum: 1514
+            }
+        );
+        let none = raw("aqm = \"none\"").check("l", mbit()).unwrap();
+        assert_eq!(none.spec.aqm, netsweep_emu::Aqm::None);
+        for (text, rate, field, words) in [
+            ("aqm = \"red\"", mbit(), "l.emulate.aqm", "unknown aqm"),
+            ("aqm = \"codel\"", None, "l.emulate", "give a rate"),
+            (
+                "aqm_target = \"1ms\"",
+                mbit(),
+                "l.emulate.aqm_target",
+                "go with",
+            ),
+            (
+                "aqm = \"codel\"\nengine = \"netem\"",
+                mbit(),
+                "l.emulate.aqm",
+                "netem",
+            ),
+        ] {
+            let e = raw(text).check("l", rate).unwrap_err();
+            assert_eq!(e.0, field, "{text}: {e:?}");
+            assert!(e.1.contains(words), "{text}: {e:?}");
+        }
     }
 }
