@@ -36,6 +36,7 @@ const RULES: &[(&str, &[&str])] = &[
     ("netsweep-proto", &[]),
     ("netsweep-model", &["netsweep-proto"]),
     ("netsweep-tool", &[]),
+    ("netsweep-atomic", &[]),
     ("netsweep-endpoint", &["netsweep-proto"]),
     (
         "netsweep-transport",
@@ -49,6 +50,7 @@ const RULES: &[(&str, &[&str])] = &[
     (
         "netsweep-engine",
         &[
+            "netsweep-atomic",
             "netsweep-endpoint",
             "netsweep-iperf3",
             "netsweep-model",
@@ -59,9 +61,14 @@ const RULES: &[(&str, &[&str])] = &[
     ("netsweep-report", &["netsweep-model", "netsweep-proto"]),
     (
         "netsweep-lab",
-        &["netsweep-emu", "netsweep-model", "netsweep-tool"],
+        &[
+            "netsweep-atomic",
+            "netsweep-emu",
+            "netsweep-model",
+            "netsweep-tool",
+        ],
     ),
-    ("netsweep-emu", &[]),
+    ("netsweep-emu", &["netsweep-atomic"]),
     ("netsweep-iperf3", &[]),
     ("netsweep-testkit", &["netsweep-lab", "netsweep-proto"]),
 ];

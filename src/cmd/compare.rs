@@ -8,7 +8,7 @@ use crate::cli::values::CompareFormat;
 use crate::cli::CompareArgs;
 use crate::cmd::report::{load_runs, named, write_bytes};
 use crate::error::{Error, Result};
-use crate::output::atomic_file::write_atomic;
+use netsweep_atomic::write_atomic;
 use netsweep_report::compare::{self, Metric};
 use netsweep_report::legend;
 use netsweep_report::plot::{png, svg};

@@ -4,7 +4,7 @@
 
 use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
-use crate::output::atomic_file::{replace_with, write_atomic};
+use netsweep_atomic::{replace_with, write_atomic};
 use netsweep_model::anomaly;
 use netsweep_model::results::{self, RunResult};
 use netsweep_report::legend::{self, Named};

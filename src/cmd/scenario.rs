@@ -5,8 +5,8 @@
 
 use crate::cli::{ScenarioArgs, ScenarioCommand};
 use crate::error::{Error, Result};
-use crate::output::atomic_file::write_atomic;
 use experiment::{cell_facts, check_claims, write_page, Written};
+use netsweep_atomic::write_atomic;
 use netsweep_lab::runner::ScenarioRunOutcome;
 use netsweep_lab::{preflight, run_scenario, Progress, Scenario};
 use netsweep_model::experiment::Outcome;

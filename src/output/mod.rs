@@ -1,8 +1,7 @@
 //! Where a run's results go: the sink (table on stdout, the `-o` file, the saved file, each
-//! rewritten after every point), atomic file writes, paths that name stdout, the progress
+//! rewritten after every point, through netsweep-atomic), paths that name stdout, the progress
 //! line and the table's colours.
 
-pub mod atomic_file;
 pub mod colour;
 pub mod path;
 pub mod progress;

@@ -11,7 +11,7 @@ use std::path::Path;
 /// How a path named by `-o` is written.
 #[derive(Debug)]
 pub enum Opened {
-    /// Replaced whole after every point (`atomic_file::write_atomic`).
+    /// Replaced whole after every point (`netsweep_atomic::write_atomic`).
     Replace,
     /// Written to as the run goes, through this open descriptor.
     Stream(File),

@@ -9,9 +9,9 @@
 //! whole), and the run exits 1. Measuring goes on while another results output is still
 //! written, and stops before the next point once none is.
 
-use crate::output::atomic_file::write_atomic;
 use crate::output::path::{self, Opened};
 use crate::output::progress::ProgressLine;
+use netsweep_atomic::write_atomic;
 use netsweep_engine::engine::RunSink;
 use netsweep_model::results::RunResult;
 use netsweep_report::format::{jsonl_footer, jsonl_header, jsonl_point};
@@ -345,8 +345,8 @@ impl RunSink for Sink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::atomic_file::replace_with;
-    use crate::output::atomic_file::tests::names;
+    use netsweep_atomic::names;
+    use netsweep_atomic::replace_with;
     use netsweep_model::results;
 
     fn fixture() -> RunResult {

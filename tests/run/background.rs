@@ -13,7 +13,7 @@ fn background_grammar_errors_are_usage_errors_naming_what_is_allowed() {
         ("pingpong", "one of: stream"),
         (
             "stream,colour=red",
-            "keys: size, transport, priority, tos, cpu, start",
+            "keys: size, transport, priority, tos, cc, cpu, start",
         ),
         ("stream,size=0", "above 0"),
         ("stream,start=soon", "not a time"),

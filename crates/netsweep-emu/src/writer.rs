@@ -121,13 +121,10 @@ fn write_loop(path: &Path, shared: &(Mutex<Slot>, Condvar)) {
     }
 }
 
-/// Writes `report` next to `path` and renames it over `path`, so a reader sees a whole one.
+/// Replaces `path` with `report` whole (netsweep-atomic), so a reader sees a whole one.
 pub fn write(path: &Path, report: &Report) -> io::Result<()> {
-    let mut tmp = PathBuf::from(path);
-    tmp.set_extension("json.partial");
     let text = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    netsweep_atomic::replace_with(path, |f| io::Write::write_all(f, &text))
 }
 
 #[cfg(test)]

@@ -239,9 +239,7 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
             std::io::Error::other(e),
         )
     })?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text + "\n")
-        .and_then(|_| std::fs::rename(&tmp, path))
+    netsweep_atomic::write_atomic(path, &(text + "\n"))
         .map_err(|e| LabError::io(format!("writing {}", path.display()), e))
 }
 

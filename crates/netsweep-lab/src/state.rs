@@ -28,8 +28,7 @@ pub fn write(layout: &Layout) -> Result<PathBuf> {
         match std::fs::create_dir_all(&dir) {
             Ok(()) => {
                 let path = dir.join(file_name(&layout.run_id));
-                let tmp = dir.join(format!(".{}.tmp", file_name(&layout.run_id)));
-                match std::fs::write(&tmp, &json).and_then(|_| std::fs::rename(&tmp, &path)) {
+                match netsweep_atomic::write_atomic(&path, &json) {
                     Ok(()) => return Ok(path),
                     Err(e) => last_err = Some((dir, e)),
                 }

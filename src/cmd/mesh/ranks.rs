@@ -6,9 +6,9 @@
 
 use crate::cli::MeshArgs;
 use crate::error::{Error, Result};
-use crate::output::atomic_file::write_atomic;
 use crate::output::sink::Sink;
 use crate::signal;
+use netsweep_atomic::write_atomic;
 use netsweep_engine::auth::{nonce, AuthKey};
 use netsweep_engine::engine::{self, RunContext};
 use netsweep_engine::server::{serve, ServeOptions};

@@ -2,7 +2,7 @@
 //! per file, its name and its results compact, so a scenario of a hundred runs is one file to
 //! commit. A run is read from its own file when that is there, else from the bundle.
 
-use crate::output::atomic_file::replace_with;
+use netsweep_atomic::replace_with;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! (SVG and PNG) and the page — written together, so they cannot disagree.
 
 use super::bundle;
-use crate::output::atomic_file::write_atomic;
+use netsweep_atomic::write_atomic;
 use netsweep_lab::Scenario;
 use netsweep_model::experiment::claim::{self, CellFacts};
 use netsweep_model::experiment::{figure, metric, Observations, Outcome, Verdict};

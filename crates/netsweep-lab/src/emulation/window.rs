@@ -300,14 +300,9 @@ pub fn record(
             );
         }
     }
-    // Written beside, flushed to the disk, then renamed over: the results file is never
-    // found half-written.
-    let tmp = results.with_extension("json.emu-partial");
-    let mut f = std::fs::File::create(&tmp)?;
-    use std::io::Write;
-    f.write_all(&serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, results)
+    // Replaced whole (netsweep-atomic): the results file is never found half-written.
+    let text = serde_json::to_vec_pretty(&v).map_err(std::io::Error::other)?;
+    netsweep_atomic::replace_with(results, |f| std::io::Write::write_all(f, &text))
 }
 
 #[cfg(test)]

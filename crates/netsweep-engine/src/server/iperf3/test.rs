@@ -368,11 +368,5 @@ fn record(
 
 /// Writes `v` as `dir/name` whole or not at all: a temporary file, synced, renamed.
 fn write_record(dir: &std::path::Path, name: &str, v: &Value) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(v.to_string().as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))
+    netsweep_atomic::write_atomic(&dir.join(name), &format!("{v}\n"))
 }

@@ -1,5 +1,9 @@
-//! Replacing a file so that nothing half-written ever takes its place: an exclusive temporary
-//! file beside it, flushed to disk, renamed over it, and the directory flushed too.
+//! netsweep-atomic: replacing a file so that nothing half-written ever takes its place — an
+//! exclusive temporary file beside it, flushed to disk, renamed over it, and the directory
+//! flushed too. Every file netsweep writes for someone else to read (results, pages, lab
+//! state, emulator reports, iperf3 records) is written through [`replace_with`].
+
+#![warn(missing_docs)]
 
 use std::fs::{self, File, Permissions};
 use std::io::{self, Write};
@@ -80,19 +84,23 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
+/// The names in `dir`, sorted (tests use it to see that no temporary file is left).
+#[doc(hidden)]
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
 
-    /// The names in `dir`, sorted.
-    pub(crate) fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn umask() -> u32 {
         let status = fs::read_to_string("/proc/self/status").unwrap();
