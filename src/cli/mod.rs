@@ -214,10 +214,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "TIME", value_parser = crate::cli::parse::duration)]
     pub max_point_time: Option<Duration>,
 
-    /// Never run a point past --max-point-time: a stream or bidir trial the path would
+    /// Keep each point within --max-point-time: a stream or bidir trial the path would
     /// lengthen (its lag, its round trip) is held to what fits the point, said in the
-    /// point's notes, and the point ends at its budget with the trials it has. For a run
-    /// that must end on time (the exporter's probes use it).
+    /// point's notes, and the point's budget is never widened for it (the stop rule still
+    /// lets a point finish its second trial). For a run that must end on time (the
+    /// exporter's probes use it).
     #[arg(long)]
     pub hard_point_time: bool,
 

@@ -56,14 +56,7 @@ pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>)
         Ok(m) if m.is_file() => Some(m.permissions().mode() & 0o7777),
         _ => None,
     };
-    let mut prefix = name.to_os_string();
-    prefix.push(".");
-    // Created with 0666 less the umask, as a plain create would be.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".partial")
-        .permissions(Permissions::from_mode(0o666))
-        .tempfile_in(dir)?;
+    let mut tmp = temp_beside(dir, name)?;
     // From here every `?` drops `tmp`, which removes the temporary file.
     fill(tmp.as_file_mut())?;
     if let Some(mode) = kept_mode {
@@ -73,6 +66,40 @@ pub fn replace_with(path: &Path, fill: impl FnOnce(&mut File) -> io::Result<()>)
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     sync_dir(dir)
+}
+
+/// Replaces `path` with what `fill` writes, whole, for a reader on this host only: the same
+/// exclusive temporary file and rename as [`replace_with`], without the two fsyncs, and
+/// without creating missing directories (the path emulator's report, rewritten four times a
+/// second while it carries frames: a power loss loses nothing a reader still needs, and disk
+/// flushes beside a real-time thread are what a lab must not add).
+pub fn replace_visible(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = temp_beside(dir, name)?;
+    fill(tmp.as_file_mut())?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// An exclusive temporary file `NAME.XXXXXX.partial` in `dir`, created with 0666 less the
+/// umask, as a plain create would be; removed when dropped unless persisted.
+fn temp_beside(dir: &Path, name: &std::ffi::OsStr) -> io::Result<tempfile::NamedTempFile> {
+    let mut prefix = name.to_os_string();
+    prefix.push(".");
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".partial")
+        .permissions(Permissions::from_mode(0o666))
+        .tempfile_in(dir)
 }
 
 /// Flushes a directory's entries (a rename in it) to the disk.
@@ -168,6 +195,19 @@ mod tests {
         write_atomic(&p, "results").unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
         assert!(fs::symlink_metadata(&p).unwrap().is_file());
+    }
+
+    #[test]
+    fn an_unsynced_replace_is_whole_and_creates_no_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("emu.json");
+        replace_visible(&p, |f| f.write_all(b"one")).unwrap();
+        replace_visible(&p, |f| f.write_all(b"two")).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(names(dir.path()), ["emu.json"]);
+        let gone = dir.path().join("gone/emu.json");
+        assert!(replace_visible(&gone, |f| f.write_all(b"x")).is_err());
+        assert_eq!(names(dir.path()), ["emu.json"]);
     }
 
     #[test]

@@ -121,10 +121,11 @@ fn write_loop(path: &Path, shared: &(Mutex<Slot>, Condvar)) {
     }
 }
 
-/// Replaces `path` with `report` whole (netsweep-atomic), so a reader sees a whole one.
+/// Replaces `path` with `report` whole (netsweep-atomic, unsynced: it is rewritten four times
+/// a second for readers on this host), so a reader sees a whole one.
 pub fn write(path: &Path, report: &Report) -> io::Result<()> {
     let text = serde_json::to_vec_pretty(report).map_err(io::Error::other)?;
-    netsweep_atomic::replace_with(path, |f| io::Write::write_all(f, &text))
+    netsweep_atomic::replace_visible(path, |f| io::Write::write_all(f, &text))
 }
 
 #[cfg(test)]

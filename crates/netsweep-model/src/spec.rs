@@ -353,7 +353,7 @@ pub struct RunSpec {
     /// written before passes existed) is the sweep of one pass.
     #[serde(default = "one")]
     pub passes: u32,
-    /// `--hard-point-time`: no point runs past `max_point_time_ns` (the exporter's probes).
+    /// `--hard-point-time`: trials held to fit `max_point_time_ns`, never widened (probes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hard_point_time: bool,
     /// Whether each point starts with an untimed warm-up trial.

@@ -26,9 +26,7 @@ pub(crate) fn should_stop(
             return Some(StopReason::MaxTrials);
         }
     }
-    // A hard point time (`--hard-point-time`) ends the point at its budget, whatever it has.
-    let late = if spec.hard_point_time { 1 } else { 4 };
-    (elapsed >= budget && n >= 2 || elapsed >= budget * late).then_some(StopReason::TimeBudget)
+    (elapsed >= budget && n >= 2 || elapsed >= budget * 4).then_some(StopReason::TimeBudget)
 }
 
 #[cfg(test)]
@@ -89,22 +87,5 @@ mod tests {
             Some(StopReason::MaxTrials)
         );
         assert_eq!(should_stop(&spec, 1, &noisy[..2], quick, budget), None);
-    }
-
-    #[test]
-    fn a_hard_point_time_ends_the_point_at_its_budget_with_one_trial() {
-        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Bidir, Family::Ipv4);
-        spec.hard_point_time = true;
-        let budget = Duration::from_millis(500);
-        let late = Duration::from_millis(501);
-        assert_eq!(
-            should_stop(&spec, spec.max_trials, &[1.0], late, budget),
-            Some(StopReason::TimeBudget)
-        );
-        spec.hard_point_time = false;
-        assert_eq!(
-            should_stop(&spec, spec.max_trials, &[1.0], late, budget),
-            None
-        );
     }
 }
