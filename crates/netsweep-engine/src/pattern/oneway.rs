@@ -17,16 +17,45 @@ pub(crate) struct WallClock {
     wall_ns: i64,
 }
 
+/// The widest monotonic window a wall-clock read may fall in for [`WallClock::now`] to
+/// take it at once: a thread preempted between the two reads (a loaded machine) would shift
+/// every stamp of the trial by the time it was away.
+const PAIR_WINDOW_NS: u128 = 2_000;
+
 impl WallClock {
-    /// Now, on both clocks.
+    /// Now, on both clocks: the wall clock read between two monotonic reads, paired with
+    /// their midpoint; read again (at most 16 times) while the two lie more than
+    /// [`PAIR_WINDOW_NS`] apart, and the tightest pair is kept.
     pub(crate) fn now() -> Self {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
-        Self {
-            mono: Instant::now(),
-            wall_ns: wall,
+        let wall_now = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64)
+        };
+        let mut best: Option<(u128, Self)> = None;
+        for _ in 0..16 {
+            let before = Instant::now();
+            let wall = wall_now();
+            let after = Instant::now();
+            let width = after.saturating_duration_since(before).as_nanos();
+            let pair = Self {
+                mono: before + after.saturating_duration_since(before) / 2,
+                wall_ns: wall,
+            };
+            if best.as_ref().is_none_or(|(w, _)| width < *w) {
+                best = Some((width, pair));
+            }
+            if width <= PAIR_WINDOW_NS {
+                break;
+            }
         }
+        best.map_or_else(
+            || Self {
+                mono: Instant::now(),
+                wall_ns: wall_now(),
+            },
+            |(_, p)| p,
+        )
     }
 
     /// The wall-clock time of `t` (a trial's drift between the two clocks is parts per
@@ -180,5 +209,19 @@ mod tests {
         assert_eq!(f.clock_offset_bound_ns, 5.5e6);
         assert!((f.clock_offset_ns - 5e6).abs() <= f.clock_offset_bound_ns);
         assert!(OneWayTally::default().figures().is_none());
+    }
+
+    #[test]
+    fn a_wall_clock_anchor_reads_the_system_clock_through_the_monotonic_one() {
+        let c = WallClock::now();
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        let later = c.at(Instant::now());
+        // Read in that order: the anchor's time for the later instant is not before the
+        // system clock's (beyond the pair's window), and not far after it.
+        assert!(later >= wall - 1_000_000, "{later} vs {wall}");
+        assert!(later - wall < 100_000_000, "{later} vs {wall}");
     }
 }
