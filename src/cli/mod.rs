@@ -4,7 +4,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 use netsweep_engine::auth::AuthKey;
 use netsweep_model::background::BackgroundSpec;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use values::{ApiArg, CompareFormat, FormatArg, LayoutArg, PatternArg, PerSide, TransportArg};
 
 pub mod exporter;
@@ -221,6 +221,13 @@ pub struct RunArgs {
     /// exporter's probes use it).
     #[arg(long)]
     pub hard_point_time: bool,
+
+    /// Begin the first point at this wall-clock time, seconds since the Unix epoch (e.g.
+    /// 1796623000.25), after connecting: clients started one after another against one
+    /// server measure over one window (a scenario's `clients = N` sets it). At most 300 s
+    /// ahead; a client that connected after it starts at once and says how late.
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::cli::parse::unix_time)]
+    pub start_at: Option<SystemTime>,
 
     /// Fewest timed trials per point.
     #[arg(long, default_value_t = 3, value_name = "N")]

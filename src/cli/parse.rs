@@ -8,6 +8,31 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     netsweep_model::time::parse_duration(s)
 }
 
+/// `--start-at`: seconds since the Unix epoch, with a fraction if wanted (kept to the
+/// nanosecond: `1796623000.25` is exactly a quarter of a second past).
+pub fn unix_time(s: &str) -> Result<std::time::SystemTime, String> {
+    let bad = || {
+        format!(
+            "'{s}' is not a time in seconds since the Unix epoch (e.g. 1796623000.25; `date \
+             +%s.%N` prints one)"
+        )
+    };
+    let (whole, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || whole.len() > 11 || !digits(whole) || !digits(frac) {
+        return Err(bad());
+    }
+    let secs: u64 = whole.parse().map_err(|_| bad())?;
+    let mut nanos = 0u32;
+    for (i, b) in frac.bytes().take(9).enumerate() {
+        nanos += u32::from(b - b'0') * 10u32.pow(8 - i as u32);
+    }
+    if secs == 0 && nanos == 0 {
+        return Err(bad());
+    }
+    Ok(std::time::UNIX_EPOCH + Duration::new(secs, nanos))
+}
+
 /// Parses `2%` or `0.02` (clap names the flag in its error).
 pub fn fraction(s: &str) -> Result<f64, String> {
     let t = s.trim();

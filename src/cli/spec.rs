@@ -50,6 +50,7 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
     spec.max_trials = a.max_trials;
     spec.passes = a.passes;
     spec.hard_point_time = a.hard_point_time;
+    spec.start_at_unix_ns = a.start_at.map(|t| start_at(t, a.timeout)).transpose()?;
     spec.warmup = !a.no_warmup;
     spec.refine = a.refine;
     spec.reverse = a.reverse;
@@ -95,6 +96,37 @@ fn points(spec: &RunSpec) -> usize {
 }
 
 /// Refuses a run of more than [`MAX_POINTS`] points, naming the fix.
+/// The longest `--start-at` waits: a barrier for clients started together, not a scheduler.
+pub const MAX_START_WAIT: Duration = Duration::from_secs(300);
+
+/// `--start-at` as ns since the epoch, refused beyond [`MAX_START_WAIT`] from now, or beyond
+/// `--timeout` (the server gives up on a client silent for longer).
+fn start_at(t: SystemTime, timeout: Duration) -> Result<u64, String> {
+    if let Ok(ahead) = t.duration_since(SystemTime::now()) {
+        if ahead > timeout && ahead <= MAX_START_WAIT {
+            return Err(format!(
+                "--start-at is {:.1} s from now, longer than --timeout {:.1} s: the server \
+                 would give up waiting for the first trial; raise --timeout past it",
+                ahead.as_secs_f64(),
+                timeout.as_secs_f64()
+            ));
+        }
+        if ahead > MAX_START_WAIT {
+            return Err(format!(
+                "--start-at is {:.0} s from now: at most {} s ahead (it starts clients \
+                 together; schedule the run itself with cron or a timer)",
+                ahead.as_secs_f64(),
+                MAX_START_WAIT.as_secs()
+            ));
+        }
+    }
+    let ns = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "--start-at is before 1970".to_string())?
+        .as_nanos();
+    u64::try_from(ns).map_err(|_| "--start-at is too far in the future".to_string())
+}
+
 fn check_points(spec: &RunSpec) -> Result<(), String> {
     let n = points(spec);
     if n > MAX_POINTS {

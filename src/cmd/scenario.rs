@@ -98,9 +98,14 @@ fn page(dir: &str, check: bool) -> Result {
     }
     crate::signal::quiet_broken_pipe();
     print_written(&written);
-    if check && written.verdicts.iter().any(|v| v.outcome == Outcome::Fails) {
+    if check
+        && written
+            .verdicts
+            .iter()
+            .any(|v| matches!(v.outcome, Outcome::Fails | Outcome::Invalid))
+    {
         return Err(Error::failed(
-            "--check: a claim fails (see the verdicts above)",
+            "--check: a claim fails or is invalid (see the verdicts above)",
         ));
     }
     Ok(ExitCode::SUCCESS)

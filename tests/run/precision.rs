@@ -240,3 +240,76 @@ fn passes_visit_every_size_again_and_their_spread_is_in_the_interval() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Issue 39 item 8: `--start-at` holds the first point's timed trials until that time and
+/// runs them for the point's budget; every point records its window; a time too far ahead,
+/// past `--timeout`, or not a time is a usage error.
+#[test]
+fn start_at_begins_the_timed_trials_together_and_every_point_records_its_window() {
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let d = scratch("start-at");
+    let out = d.join("r.json");
+    let at = now() + 1.5;
+    let o = run(&[
+        "run",
+        "--no-save",
+        "-o",
+        out.to_str().unwrap(),
+        "--sizes",
+        "64,128",
+        "--trial-time",
+        "20ms",
+        "--max-point-time",
+        "300ms",
+        "--start-at",
+        &format!("{at:.3}"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = load(&out);
+    let at_ns = format!("{at:.3}").replace('.', "").parse::<u64>().unwrap() * 1_000_000;
+    assert_eq!(v["spec"]["start_at_unix_ns"].as_u64(), Some(at_ns));
+    let window = |i: usize| {
+        let w = &v["points"][i]["window"];
+        let f = |k: &str| w[k].as_u64().unwrap_or_else(|| panic!("{k}: {w}"));
+        (f("from_unix_ns"), f("to_unix_ns"), f("trials_ns"))
+    };
+    let (from, to, trials) = window(0);
+    // Not before the time; at it, unless this machine woke the sleeper late.
+    assert!(
+        from >= at_ns,
+        "began {} ms early",
+        (at_ns - from) as f64 / 1e6
+    );
+    // The point ran to its budget, precision or not: 300 ms and up to one trial more.
+    let len = to - from;
+    assert!((300_000_000..1_000_000_000).contains(&len), "{len} ns");
+    assert!(trials > 0 && trials <= len, "{trials} of {len} ns");
+    assert_eq!(v["points"][0]["stop_reason"], "time-budget");
+    // The second point measures as any: its window follows the first's.
+    let (from2, _, _) = window(1);
+    assert!(from2 >= to, "{from2} < {to}");
+
+    for (args, says) in [
+        (vec!["--start-at", "not-a-time"], "not a time in seconds"),
+        (
+            vec!["--start-at", &format!("{:.0}", now() + 400.0)],
+            "at most 300 s ahead",
+        ),
+        (
+            vec!["--start-at", &format!("{:.0}", now() + 60.0)],
+            "raise --timeout",
+        ),
+    ] {
+        let mut all = vec!["run", "--no-save", "--sizes", "64"];
+        all.extend(args.iter().map(|s| &**s));
+        let o = run(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

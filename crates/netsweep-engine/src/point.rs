@@ -58,6 +58,11 @@ impl Tally {
         }
     }
 
+    /// The timed trials' wall time so far, summed, ns.
+    pub fn wall_ns(&self) -> u64 {
+        self.wall_ns
+    }
+
     /// The point with every field the patterns share; the pattern fills in its own.
     /// `moved` gives the bytes each side's service demand is counted over (client, server).
     pub fn point(
@@ -98,6 +103,7 @@ impl Tally {
                 spec.transport,
             ),
             placement: self.placement,
+            window: None,
             background: Vec::new(),
             timeline: Vec::new(),
         }

@@ -188,9 +188,11 @@ impl ScenarioOutcome {
         write_json(&self.index_path(), self)
     }
 
-    /// True when a claim's verdict is `fails`.
+    /// True when a claim's verdict is `fails`, or `invalid` (its figures cannot all hold).
     pub fn a_claim_fails(&self) -> bool {
-        self.verdicts.iter().any(|v| v.outcome == Outcome::Fails)
+        self.verdicts
+            .iter()
+            .any(|v| matches!(v.outcome, Outcome::Fails | Outcome::Invalid))
     }
 }
 

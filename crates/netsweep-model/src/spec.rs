@@ -349,13 +349,15 @@ pub struct RunSpec {
     /// How many passes visit every size (`--passes`): the first measures each point as its
     /// stop rule says; each later one re-measures every size, in a perturbed order, with
     /// `min_trials` trials, and a point's interval is widened to the spread of its passes'
-    /// means (a host episode lands on different sizes in different passes). 1 (files
-    /// written before passes existed) is the sweep of one pass.
+    /// means (a host episode lands on different sizes in different passes); 1 by default.
     #[serde(default = "one")]
     pub passes: u32,
     /// `--hard-point-time`: trials held to fit `max_point_time_ns`, never widened (probes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hard_point_time: bool,
+    /// `--start-at`: the first point waited for this wall-clock time, ns since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_ns: Option<u64>,
     /// Whether each point starts with an untimed warm-up trial.
     pub warmup: bool,
     /// Stop the sweep once one transfer takes longer than this, nanoseconds (0: never).
@@ -365,8 +367,7 @@ pub struct RunSpec {
     /// After the sweep, measure finely around suspected anomalies (`--refine`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refine: bool,
-    /// The knobs' CPUs were chosen by netsweep's default placement, not asked for with
-    /// `--cpu` (see [`RunSpec::placement`]).
+    /// The CPUs are netsweep's default placement, not `--cpu`'s ([`RunSpec::placement`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub default_placement: bool,
     /// `--reverse`: the server sends and the client receives (stream), so a point's
@@ -445,6 +446,7 @@ impl RunSpec {
             max_point_time_ns: 300_000_000,
             passes: 1,
             hard_point_time: false,
+            start_at_unix_ns: None,
             warmup: true,
             stop_after_transfer_ns: 1_000_000_000,
             timeout_ns: 10_000_000_000,

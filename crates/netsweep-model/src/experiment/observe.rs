@@ -6,10 +6,11 @@
 use super::arithmetic::link_of;
 use super::claim::{ClaimExpr, Resolved};
 use super::design::Design;
-use super::metric::{Combine, Metric, PointContext};
+use super::metric::{Combine, Metric, MetricUnit, PointContext};
 use super::spread::{spread, Spread};
-use super::verdict::{evaluate, Verdict};
-use crate::results::RunResult;
+use super::verdict::{evaluate, Outcome, Verdict};
+use crate::results::{PointResult, RunResult};
+use crate::window;
 use serde::{Deserialize, Serialize};
 
 /// The results of every cell's repetitions: `runs[cell][rep − 1]` holds each client's results.
@@ -68,28 +69,53 @@ impl<'a> Observations<'a> {
         s
     }
 
+    /// Each client's point at `size` (or its one point when `size` is `None`) in one
+    /// repetition; `None` when a client did not measure it.
+    fn points(&self, cell: usize, rep: u32, size: Option<u64>) -> Option<Vec<&'a PointResult>> {
+        self.results(cell, rep)
+            .iter()
+            .map(|r| match size {
+                Some(s) => r.points.iter().find(|p| p.size == s),
+                None if r.points.len() == 1 => r.points.first(),
+                None => None,
+            })
+            .collect()
+    }
+
+    /// Why the clients of one repetition cannot be summed (their points did not run at
+    /// once, [`window::together`]); `None` for one client, or clients that ran together.
+    pub fn apart(&self, cell: usize, rep: u32, size: Option<u64>) -> Option<String> {
+        let points = self.points(cell, rep, size)?;
+        let windows: Vec<_> = points.iter().map(|p| p.window).collect();
+        window::together(&windows).err()
+    }
+
     /// The figure in one repetition: each client's value at `size` (or at its one point when
-    /// `size` is `None`), combined over the clients; `None` when a client did not measure it.
+    /// `size` is `None`), combined over the clients; `None` when a client did not measure it,
+    /// or when several clients did not measure at once ([`Self::apart`]). Summed over several
+    /// clients, a rate is each one's over its window ([`window::MeasuredWindow::duty`]): the
+    /// sum is what they moved together, not rates taken while others were between trials.
     pub fn value(&self, cell: usize, rep: u32, m: &Metric, size: Option<u64>) -> Option<f64> {
         let clients = self.results(cell, rep);
-        if clients.is_empty() {
+        let points = self.points(cell, rep, size)?;
+        if points.is_empty() || self.apart(cell, rep, size).is_some() {
             return None;
         }
+        let several = clients.len() > 1;
         let mut acc = 0.0;
         let mut squares = 0.0;
-        for r in clients {
-            let p = match size {
-                Some(s) => r.points.iter().find(|p| p.size == s)?,
-                None if r.points.len() == 1 => &r.points[0],
-                None => return None,
-            };
+        for (r, p) in clients.iter().zip(points) {
             let link = r.lab.as_ref().and_then(|l| link_of(l, &r.peer, &r.spec));
             let ctx = PointContext {
                 spec: &r.spec,
                 link: link.as_ref(),
                 lab: r.lab.as_ref(),
             };
-            let v = (m.read)(p, &ctx).filter(|v| v.is_finite())?;
+            let mut v = (m.read)(p, &ctx).filter(|v| v.is_finite())?;
+            if several && m.combine == Combine::Sum && m.unit == MetricUnit::Mbps {
+                // Over its window, its gaps between trials idle: the others ran through them.
+                v *= p.window.map_or(1.0, |w| w.duty());
+            }
             acc += v;
             squares += v * v;
         }
@@ -137,9 +163,53 @@ impl<'a> Observations<'a> {
             .iter()
             .map(|r| self.values(r.cell, r.metric, r.size))
             .collect();
-        evaluate(claim, resolved, &values, self.repeat)
+        let mut v = evaluate(claim, resolved, &values, self.repeat);
+        if let Some(why) = self.invalid(resolved, &values) {
+            v.outcome = Outcome::Invalid;
+            v.reason = why;
+        }
+        v
+    }
+
+    /// Why a claim's figures cannot all hold, whatever the comparison says: a repetition
+    /// whose clients did not measure at once, or a figure of what crossed the link above the
+    /// link's rate ([`CARRIED`], by more than [`OVER_LINK`]).
+    fn invalid(&self, resolved: &[Resolved], values: &[Vec<Option<f64>>]) -> Option<String> {
+        let link_rate = super::metric::metric("link_rate")?;
+        for (r, vals) in resolved.iter().zip(values) {
+            for rep in 1..=self.repeat {
+                if let Some(why) = self.apart(r.cell, rep, r.size) {
+                    return Some(format!("`{}`, repetition {rep}: {why}", r.metric.name));
+                }
+                if !CARRIED.contains(&r.metric.name) {
+                    continue;
+                }
+                let v = vals.get(rep as usize - 1).copied().flatten();
+                let link = self.value(r.cell, rep, link_rate, r.size);
+                if let (Some(v), Some(l)) = (v, link) {
+                    if v > l * OVER_LINK {
+                        return Some(format!(
+                            "`{}` is {} in repetition {rep}, more than the link's {} carries: \
+                             the figures cannot all hold (rates over different windows, or \
+                             a shaper's burst)",
+                            r.metric.name,
+                            r.metric.unit.format(v),
+                            r.metric.unit.format(l)
+                        ));
+                    }
+                }
+            }
+        }
+        None
     }
 }
+
+/// Figures of what crossed the link one way, which cannot exceed its rate.
+pub const CARRIED: &[&str] = &["wire_mbps", "receiver_mbps", "delivered_mbps"];
+
+/// How far over the link's rate a [`CARRIED`] figure may read before it is impossible: a
+/// shaper's burst lets a short window read a few percent high.
+pub const OVER_LINK: f64 = 1.05;
 
 /// A difference between two cells that differ in one factor's neighbouring levels.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,4 +271,122 @@ pub fn effects(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::claim;
+    use crate::window::MeasuredWindow;
+
+    /// A one-point tcp pingpong client across a 100 Mbit/s link, its receiver rate `mbps`,
+    /// its timed trials from `from` to `to` seconds.
+    fn client(mbps: f64, from: f64, to: f64) -> RunResult {
+        let text = include_str!("../../../../tests/data/tcp-pingpong.json");
+        let mut r = crate::results::load(text).unwrap();
+        r.points.truncate(1);
+        r.peer = "198.18.1.2:7200".into();
+        r.lab = Some(serde_json::json!({
+            "links": [{
+                "name": "shared", "mtu": 1500,
+                "a": {"host": "client", "addr": "198.18.1.1"},
+                "b": {"host": "server", "addr": "198.18.1.2"},
+                "shapers": [{"toward": "server", "rate": 100_000_000u64}]
+            }]
+        }));
+        let p = &mut r.points[0];
+        p.receiver_mbps = Some(crate::results::Estimate {
+            mean: mbps,
+            ci95: None,
+            max: mbps,
+            trials: 1,
+        });
+        p.window = Some(MeasuredWindow {
+            from_unix_ns: (from * 1e9) as u64,
+            to_unix_ns: (to * 1e9) as u64,
+            trials_ns: 0,
+        });
+        r
+    }
+
+    fn verdict(obs: &Observations<'_>, check: &str) -> Verdict {
+        let expr = claim::parse(check).unwrap();
+        let resolved: Vec<Resolved> = expr
+            .figures()
+            .into_iter()
+            .map(|f| Resolved {
+                cell: 0,
+                metric: super::super::metric::metric(&f.metric).unwrap(),
+                size: None,
+            })
+            .collect();
+        obs.verdict(&expr, &resolved)
+    }
+
+    #[test]
+    fn clients_that_measured_at_once_sum_and_clients_one_after_another_do_not() {
+        let m = super::super::metric::metric("receiver_mbps").unwrap();
+        let (a, b) = (client(40.0, 0.0, 1.0), client(50.0, 0.05, 1.04));
+        let mut obs = Observations::new(1, 1);
+        obs.add(0, 1, &a);
+        obs.add(0, 1, &b);
+        assert_eq!(obs.apart(0, 1, None), None);
+        assert_eq!(obs.value(0, 1, m, None), Some(90.0));
+
+        // Each in its trials 90% of its window: while one is between trials the other runs
+        // faster, so the sum counts each rate over its whole window.
+        let (mut a, mut b) = (client(60.0, 0.0, 1.0), client(60.0, 0.0, 1.0));
+        for r in [&mut a, &mut b] {
+            r.points[0].window.as_mut().unwrap().trials_ns = 900_000_000;
+        }
+        let mut obs = Observations::new(1, 1);
+        obs.add(0, 1, &a);
+        obs.add(0, 1, &b);
+        let sum = obs.value(0, 1, m, None).unwrap();
+        assert!((sum - 108.0).abs() < 1e-9, "{sum}");
+        // One client alone: its rate over its trials, as every single run reports it.
+        let mut obs = Observations::new(1, 1);
+        obs.add(0, 1, &a);
+        assert_eq!(obs.value(0, 1, m, None), Some(60.0));
+
+        // Seed 002's many-clients run as it was: each client alone for part of its point.
+        let (a, b) = (client(60.0, 0.0, 1.0), client(60.0, 0.6, 1.6));
+        let mut obs = Observations::new(1, 1);
+        obs.add(0, 1, &a);
+        obs.add(0, 1, &b);
+        let why = obs.apart(0, 1, None).unwrap();
+        assert!(why.contains("only 40%"), "{why}");
+        assert_eq!(obs.value(0, 1, m, None), None);
+    }
+
+    #[test]
+    fn a_claim_on_clients_apart_or_on_more_than_the_link_carries_is_invalid() {
+        // Three repetitions, each two clients apart: a sum of 120 Mbit/s over a 100 Mbit/s
+        // link that a plain comparison would call `holds`.
+        // Three repetitions of two clients each: client i's results.
+        let decide = |runs: &[RunResult], check: &str| {
+            let mut obs = Observations::new(1, 3);
+            for (i, r) in runs.iter().enumerate() {
+                obs.add(0, 1 + i as u32 / 2, r);
+            }
+            verdict(&obs, check)
+        };
+        let apart: Vec<RunResult> = (0..6)
+            .map(|i| client(60.0, f64::from(i % 2) * 0.6, 1.0 + f64::from(i % 2) * 0.6))
+            .collect();
+        let v = decide(&apart, "receiver_mbps[run=x] > 0.9 * link_rate[run=x]");
+        assert_eq!(v.outcome, Outcome::Invalid, "{v:?}");
+        assert!(v.reason.contains("did not measure at once"), "{}", v.reason);
+
+        // At once, but 120 Mbit/s received through a 100 Mbit/s link: impossible.
+        let over: Vec<RunResult> = (0..6).map(|_| client(60.0, 0.0, 1.0)).collect();
+        let v = decide(&over, "receiver_mbps[run=x] > 0.9 * link_rate[run=x]");
+        assert_eq!(v.outcome, Outcome::Invalid, "{v:?}");
+        assert!(v.reason.contains("more than the link"), "{}", v.reason);
+
+        // 45 + 45 at once through 100 Mbit/s: decided as usual.
+        let fits: Vec<RunResult> = (0..6).map(|_| client(45.0, 0.0, 1.0)).collect();
+        let v = decide(&fits, "receiver_mbps[run=x] > 0.8 * link_rate[run=x]");
+        assert_eq!(v.outcome, Outcome::Holds, "{v:?}");
+    }
 }

@@ -22,6 +22,9 @@ pub enum Outcome {
     Fails,
     /// The spread straddles the threshold, or too few repetitions measured it.
     Undecided,
+    /// The figures cannot all hold: a sum over clients that did not measure at once, or a
+    /// rate above what the link carries. An error the page shows, and `--check` fails on.
+    Invalid,
 }
 
 impl Outcome {
@@ -31,6 +34,7 @@ impl Outcome {
             Outcome::Holds => "holds",
             Outcome::Fails => "fails",
             Outcome::Undecided => "undecided",
+            Outcome::Invalid => "invalid",
         }
     }
 }
@@ -46,7 +50,7 @@ pub struct Verdict {
     /// The seed's own words, quoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
-    /// holds, fails or undecided.
+    /// holds, fails, undecided or invalid.
     pub outcome: Outcome,
     /// Why, with the numbers.
     pub reason: String,

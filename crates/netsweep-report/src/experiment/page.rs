@@ -59,6 +59,7 @@ fn verdict_word(o: Outcome) -> &'static str {
         Outcome::Holds => "**holds**",
         Outcome::Fails => "**FAILS**",
         Outcome::Undecided => "undecided",
+        Outcome::Invalid => "**INVALID**",
     }
 }
 
@@ -81,6 +82,10 @@ pub fn render(p: &Page<'_>) -> String {
         }
         o.push('\n');
     }
+    let apart = apart(p);
+    if !apart.is_empty() {
+        let _ = writeln!(o, "> **Error: in {} repetition(s) the clients did not measure at once**; their sums and fairness are left out of the figures, and a claim on them is *invalid* (see [Clients that did not measure at once](#clients-that-did-not-measure-at-once)).\n", apart.len());
+    }
     if !p.warnings.is_empty() {
         let mut warned: Vec<(usize, u32)> = p.warnings.iter().map(|w| (w.0, w.1)).collect();
         warned.dedup();
@@ -94,7 +99,7 @@ pub fn render(p: &Page<'_>) -> String {
     // Verdicts first: what the experiment says.
     if !p.verdicts.is_empty() {
         let _ = writeln!(o, "## Claims\n");
-        let _ = writeln!(o, "Each claim is a check netsweep evaluated on the repetitions (repetition *r* of every cell ran in the same round, so they pair): it **holds** when the whole interval of the median is on the claim's side of the threshold, **fails** when it is wholly on the other side, and is *undecided* when the spread straddles it.\n");
+        let _ = writeln!(o, "Each claim is a check netsweep evaluated on the repetitions (repetition *r* of every cell ran in the same round, so they pair): it **holds** when the whole interval of the median is on the claim's side of the threshold, **fails** when it is wholly on the other side, is *undecided* when the spread straddles it, and is **INVALID** when its figures cannot all hold (a sum over clients that did not measure at once, or a rate above what the link carries): an error of the experiment, not a finding.\n");
         let _ = writeln!(o, "| # | claim | check | verdict | numbers |");
         let _ = writeln!(o, "|---|---|---|---|---|");
         for (i, v) in p.verdicts.iter().enumerate() {
@@ -203,7 +208,47 @@ pub fn render(p: &Page<'_>) -> String {
     effect_section(&mut o, p);
     arithmetic_section(&mut o, p);
     warning_section(&mut o, p);
+    apart_section(&mut o, p, &apart);
     o
+}
+
+/// Every cell, repetition and size whose clients did not measure at once, and why.
+fn apart(p: &Page<'_>) -> Vec<(usize, u32, u64, String)> {
+    let mut out = Vec::new();
+    for ci in 0..p.design.cells.len() {
+        for rep in 1..=p.obs.repeat() {
+            for size in p.obs.sizes(ci) {
+                if let Some(why) = p.obs.apart(ci, rep, Some(size)) {
+                    out.push((ci, rep, size, why));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn apart_section(o: &mut String, p: &Page<'_>, apart: &[(usize, u32, u64, String)]) {
+    if apart.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "## Clients that did not measure at once
+"
+    );
+    let _ = writeln!(o, "A sum over separate clients is one window's only where their points' timed trials overlapped (each result records its window, wall clock); these did not, and their sums are left out.\n");
+    let (head, keys) = cell_columns(p.design);
+    let _ = writeln!(o, "| {head} | repetition | size | why |");
+    let _ = writeln!(o, "|{}---|---|---|---|", "---|".repeat(keys));
+    for (ci, rep, size, why) in apart {
+        let _ = writeln!(
+            o,
+            "| {} | {rep} | {size} B | {} |",
+            cell_row(p.design, *ci),
+            esc(why)
+        );
+    }
+    o.push('\n');
 }
 
 /// Every warning of every run, by cell and repetition.

@@ -277,6 +277,12 @@ mod tests {
             let mut r = crate::results::load(text).unwrap();
             r.points.truncate(1);
             r.points[0].throughput_mbps.mean = mbps;
+            // Both clients measured over the same second.
+            r.points[0].window = Some(crate::window::MeasuredWindow {
+                from_unix_ns: 0,
+                to_unix_ns: 1_000_000_000,
+                trials_ns: 0,
+            });
             r
         };
         let (a, b) = (one(30.0), one(10.0));
