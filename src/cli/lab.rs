@@ -81,7 +81,7 @@ pub enum ScenarioCommand {
         /// Output directory (default: netsweep-results/<timestamp>-<scenario name>).
         #[arg(short, long)]
         output: Option<String>,
-        /// Exit 1 when a claim fails (as well as when a run fails).
+        /// Exit 1 when a claim fails or is invalid (as well as when a run fails).
         #[arg(long)]
         check: bool,
     },
@@ -96,7 +96,7 @@ pub enum ScenarioCommand {
     Page {
         /// The directory `scenario run` wrote.
         dir: String,
-        /// Exit 1 when a claim fails.
+        /// Exit 1 when a claim fails or is invalid.
         #[arg(long)]
         check: bool,
     },
