@@ -365,7 +365,9 @@ fn many_streams_sum_to_the_shapers_arithmetic() {
     let ip = lab.layout().links[0].b.addr.to_string();
     let dir = scratch("iperf3-serve-sums");
     let expected = 50.0 * 1448.0 / 1514.0;
-    let args = ["-P", "128", "-t", "4"];
+    // Six seconds: 128 flows' opening burst (1280 segments into a 312 KB queue) and the
+    // losses it costs are a shorter share of the test (over -t 4 one idle run read -3.1%).
+    let args = ["-P", "128", "-t", "6"];
     let sum = |j: &Value| {
         assert!(j.get("error").is_none(), "{}", j["error"]);
         j["end"]["sum_received"]["bits_per_second"]
@@ -376,16 +378,10 @@ fn many_streams_sum_to_the_shapers_arithmetic() {
     let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
     let (theirs, ours) = against_both(&lab, &ip, &dir, &args);
     let busy = cpu.finish();
-    // A retransmitted segment takes the link's time and adds no goodput: 128 flows into a
-    // 50 ms queue lose some (iperf3 -c counts them), which the arithmetic takes off.
-    let retransmits = ours["end"]["sum_sent"]["retransmits"]
-        .as_f64()
-        .unwrap_or(0.0);
-    let expected = expected - retransmits * 1448.0 * 8.0 / 4.0 / 1e6;
     let (theirs, ours) = (sum(&theirs), sum(&ours));
     eprintln!(
         "-P 128: iperf3 -c reads {ours:.2} Mbit/s from netsweep, {theirs:.2} from iperf3 -s \
-         (arithmetic {expected:.2}, {retransmits} segments retransmitted)"
+         (arithmetic {expected:.2})"
     );
     assert!(
         (ours / theirs - 1.0).abs() < 0.03,
