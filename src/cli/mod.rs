@@ -347,6 +347,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "SIZE[,SIZE]", value_parser = values::sizes)]
     pub notsent_lowat: Option<PerSide<u64>>,
 
+    /// SO_MAX_PACING_RATE on both ends (TCP and MPTCP), in tc's units (e.g. 200mbit): the
+    /// sender's TCP spaces its segments to at most this rate (headers included), the way
+    /// `iperf3 --fq-rate` does. A paced stream measures a path below its capacity; on other
+    /// transports the results note that it does not apply (only the fq qdisc paces them).
+    /// `C,S` per side. The granted rate is recorded.
+    #[arg(long, value_name = "RATE[,RATE]", value_parser = values::rates)]
+    pub pacing_rate: Option<PerSide<u64>>,
+
     /// SO_PRIORITY (skb priority: selects qdisc classes); `C,S` per side. Above 6 needs CAP_NET_ADMIN.
     #[arg(long, value_name = "N[,N]", value_parser = values::u32s)]
     pub priority: Option<PerSide<u32>>,

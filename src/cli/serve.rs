@@ -24,6 +24,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PREFIXES", value_parser = netsweep_engine::server::allow::AllowFrom::parse)]
     pub allow_from: Option<netsweep_engine::server::allow::AllowFrom>,
 
+    /// Serve Prometheus metrics about the tests this server runs on http://ADDR/metrics
+    /// (e.g. 127.0.0.1:9470): sessions started, finished ok or failed, running, and
+    /// connections refused, per port (netsweep's and --iperf3's). They are counted whether or
+    /// not --quiet is given. Anyone who reaches ADDR can read them: bind it to loopback or a
+    /// management address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
     /// Serve one run, then exit (a client arriving meanwhile is told the server is busy).
     #[arg(long, conflicts_with = "max_sessions")]
     pub once: bool,

@@ -281,6 +281,7 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         u32::try_from(n)
             .map_err(|_| format!("--notsent-lowat {n} is over 4 GiB: give a smaller size"))
     };
+    (c.pacing_rate, s.pacing_rate) = PerSide::pair(a.pacing_rate);
     let (cl, sl) = PerSide::pair(a.notsent_lowat);
     (c.notsent_lowat, s.notsent_lowat) = (cl.map(lowat).transpose()?, sl.map(lowat).transpose()?);
     // --dscp arrives as the TOS byte; clap keeps it and --tos apart.

@@ -202,6 +202,11 @@ pub fn u32s(v: &str) -> Result<PerSide<u32>, String> {
     per_side(v, number::<u32>)
 }
 
+/// `--pacing-rate`: a rate per side, in tc's units, as bits per second.
+pub fn rates(v: &str) -> Result<PerSide<u64>, String> {
+    per_side(v, crate::cli::parse_rate)
+}
+
 /// `--background`: one background flow (`stream[,KEY=VALUE]…`).
 pub fn background(v: &str) -> Result<BackgroundSpec, String> {
     BackgroundSpec::parse(v)

@@ -1,6 +1,8 @@
 //! `netsweep serve`: listens for `netsweep run` clients (and, with `--iperf3`, for iperf3
 //! clients) until Ctrl-C.
 
+mod metrics;
+
 use crate::cli::{AllowArg, LogFormatArg, ServeArgs};
 use crate::error::{Error, Result};
 use crate::signal;
@@ -106,6 +108,11 @@ pub fn main(a: ServeArgs) -> Result {
         .map(|a| a.to_string());
     // The server polls the flag the first SIGINT/SIGTERM sets.
     let stop = signal::install();
+    let metrics = match &a.metrics {
+        Some(at) => Some(metrics::endpoint(at, stop.clone())?),
+        None => None,
+    };
+    let metrics_at = metrics.as_ref().map(|(_, at)| at.clone());
     let max_sessions = a
         .max_sessions
         .map_or_else(default_max_sessions, |n| n as usize);
@@ -138,6 +145,7 @@ pub fn main(a: ServeArgs) -> Result {
                 "max_threads": budget.threads,
                 "max_fds": budget.fds,
                 "iperf3_addr": iperf3_at,
+                "metrics_addr": metrics_at,
                 "ipv4_only_because": no_ipv6,
             });
             eprintln!("{line}");
@@ -150,12 +158,16 @@ pub fn main(a: ServeArgs) -> Result {
             let also = iperf3_at
                 .as_ref()
                 .map_or(String::new(), |a| format!(" and for iperf3 clients on {a}"));
+            let metrics = metrics_at.as_ref().map_or(String::new(), |a| {
+                format!("metrics on http://{a}/metrics; ")
+            });
             let v4_only = no_ipv6.as_ref().map_or(String::new(), |why| {
                 format!(" (IPv4 only: this host has no IPv6 to listen on [::]: {why})")
             });
             eprintln!(
                 "netsweep serve: listening on {bound}{also}{v4_only} ({limit}; sessions may \
-                 hold {} in all, {} each, {} threads, {} file descriptors; Ctrl-C stops)",
+                 hold {} in all, {} each, {} threads, {} file descriptors; {metrics}Ctrl-C \
+                 stops)",
                 bytes(budget.memory),
                 bytes(session_memory),
                 budget.threads,
@@ -191,6 +203,7 @@ pub fn main(a: ServeArgs) -> Result {
         budget,
         iperf3_results: a.iperf3_results,
         allow_from: a.allow_from,
+        metrics: metrics.map(|(m, _)| m),
     };
     serve_with(listener, iperf3, Arc::new(Registry), opts, stop)
         .map(|()| ExitCode::SUCCESS)

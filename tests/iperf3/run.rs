@@ -82,6 +82,7 @@ fn every_option_an_iperf3_peer_cannot_honour_is_refused_by_name() {
         (&["--batch", "4"], "--batch"),
         (&["--cc", "cubic"], "--cc"),
         (&["--notsent-lowat", "16k"], "--notsent-lowat"),
+        (&["--pacing-rate", "100mbit"], "--pacing-rate"),
         (&["--tos", "0x10"], "--tos"),
         (&["--dscp", "10"], "--tos/--dscp"),
         (&["--priority", "1"], "--priority"),

@@ -226,3 +226,39 @@ fn pinned_and_cache_invalidating_runs_record_it() {
         "{e}"
     );
 }
+
+/// Issue 41 item 8 (the probe's `bitrate`): `--pacing-rate` is SO_MAX_PACING_RATE on both
+/// ends, read back, and the sender's TCP keeps to it: a loopback stream that runs at
+/// gigabits per second unpaced receives no more than the rate asked.
+#[test]
+fn a_paced_tcp_stream_keeps_to_its_pacing_rate() {
+    let out = scratch("pacing").join("paced.json");
+    let o = run(&[
+        "run",
+        "--no-save",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "-t",
+        "tcp",
+        "-p",
+        "stream",
+        "--sizes",
+        "64k",
+        "--trial-time",
+        "200ms",
+        "--max-point-time",
+        "1s",
+        "--pacing-rate",
+        "200mbit",
+    ]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    for side in ["client", "server"] {
+        assert_eq!(v["granted"][side]["pacing_rate"], 200_000_000u64, "{side}");
+    }
+    let got = pt(&v)["receiver_mbps"]["mean"].as_f64().unwrap();
+    // Headers ride inside the paced rate; a busy host can only send less.
+    assert!(got <= 200.0 * 1.05, "{got} Mbit/s paced to 200");
+    assert!(got >= 50.0, "{got} Mbit/s paced to 200");
+}

@@ -231,7 +231,9 @@ fn query(prom: &str, q: &str) -> Vec<Value> {
 fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
     require_tool("prometheus_scrapes_the_probes", "prometheus", "prometheus");
     let dir = scratch("exporter-prometheus");
-    let (server, iperf3_port) = netsweep_iperf3(&dir, &[]);
+    // The server the probes measure also serves its own metrics (issue 41 item 8).
+    let (server, iperf3_port) = netsweep_iperf3(&dir, &["--metrics", "127.0.0.1:0"]);
+    let serve_metrics = crate::metrics::metrics_url(&server.log_first_line());
     let (_e, exporter_at) = exporter(&["--max-probes", "4", "--cache", "10s"]);
     let prom_port = free_port();
     let prom = format!("127.0.0.1:{prom_port}");
@@ -265,7 +267,8 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
     let config = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files: ['{rules}']\nscrape_configs:\n{}{}{}{}  \
-         - job_name: exporter\n    static_configs:\n      - targets: ['{exporter_at}']\n",
+         - job_name: exporter\n    static_configs:\n      - targets: ['{exporter_at}']\n  \
+         - job_name: serve\n    static_configs:\n      - targets: ['{serve_metrics}']\n",
         job(
             "netsweep_bidir",
             "      duration: ['300ms']\n",
@@ -358,6 +361,49 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
     assert_eq!(
         iperf3_instance[0]["metric"]["instance"],
         format!("iperf3://127.0.0.1:{iperf3_port}")
+    );
+    // The server's own counters, scraped by the same Prometheus: the probes' sessions on
+    // both of its ports, started and finished; and the exposition passes promtool.
+    loop {
+        let done = |proto: &str| {
+            query(
+                &prom,
+                &format!(
+                    "netsweep_serve_sessions_finished_total{{job=\"serve\",protocol=\"{proto}\",outcome=\"ok\"}} > 0"
+                ),
+            )
+            .len()
+                == 1
+        };
+        if done("netsweep") && done("iperf3") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus has no finished sessions of both ports from serve --metrics"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (_, exposition) = crate::metrics::get(&serve_metrics, "/metrics");
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}\n{exposition}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
     // Every query of the dashboard returns data, its variables given their "All" values.
     let (exprs, _) = dashboard_metrics();

@@ -9,6 +9,7 @@ mod exporter;
 mod hostile;
 mod limits;
 mod many;
+mod metrics;
 mod old_server;
 mod probe_deadline;
 mod sessions;

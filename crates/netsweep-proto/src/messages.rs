@@ -179,6 +179,10 @@ pub struct Knobs {
     /// flight (TCP and MPTCP), so a sender's queue is the path's, not its socket buffer's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notsent_lowat: Option<u32>,
+    /// SO_MAX_PACING_RATE, bits per second: the most this socket sends (TCP paces itself to
+    /// it; other sockets only through the fq qdisc).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_rate: Option<u64>,
     /// IP TOS byte (IP_TOS / IPV6_TCLASS); DSCP is `tos >> 2`.
     pub tos: Option<u8>,
     /// SO_PRIORITY (skb->priority: selects qdisc bands/classes).
@@ -214,6 +218,9 @@ pub struct GrantedKnobs {
     /// TCP_NOTSENT_LOWAT as read back, bytes, when it was asked for (TCP and MPTCP only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notsent_lowat: Option<u32>,
+    /// SO_MAX_PACING_RATE as read back, bits per second, when it was asked for (TCP and MPTCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing_rate: Option<u64>,
     /// The buffer offset asked for, echoed (no kernel setting to read back), bytes.
     pub buffer_offset: Option<u64>,
     /// The batch size asked for, echoed.

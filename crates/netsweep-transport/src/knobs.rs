@@ -24,6 +24,8 @@ pub enum Knob {
     CongestionControl,
     /// `--notsent-lowat`: TCP_NOTSENT_LOWAT.
     NotsentLowat,
+    /// `--pacing-rate`: SO_MAX_PACING_RATE, which TCP paces itself to.
+    PacingRate,
     /// `--tos`/`--dscp`: IP_TOS or IPV6_TCLASS.
     Tos,
     /// `--priority`: SO_PRIORITY.
@@ -47,6 +49,7 @@ impl Knob {
             Knob::Nodelay => "nodelay",
             Knob::CongestionControl => "cc",
             Knob::NotsentLowat => "notsent-lowat",
+            Knob::PacingRate => "pacing-rate",
             Knob::Tos => "tos",
             Knob::Priority => "priority",
             Knob::NoCheck => "no-check",
@@ -69,8 +72,8 @@ pub const IP: &[Knob] = &[
     Knob::BusyPoll,
     Knob::Priority,
 ];
-/// The knobs of a TCP (or MPTCP) socket: IP's, Nagle, congestion control and the unsent
-/// data's low-water mark.
+/// The knobs of a TCP (or MPTCP) socket: IP's, Nagle, congestion control, the unsent
+/// data's low-water mark and the pacing rate.
 pub const TCP: &[Knob] = &[
     Knob::Sndbuf,
     Knob::Rcvbuf,
@@ -81,6 +84,7 @@ pub const TCP: &[Knob] = &[
     Knob::Nodelay,
     Knob::CongestionControl,
     Knob::NotsentLowat,
+    Knob::PacingRate,
 ];
 /// The knobs of a UDP socket: IP's and SO_NO_CHECK.
 pub const UDP: &[Knob] = &[
@@ -101,6 +105,10 @@ pub fn applies(k: Knob, t: Transport) -> bool {
 fn not_applicable(k: Knob, t: Transport) -> String {
     let why = match k {
         Knob::Nodelay | Knob::CongestionControl | Knob::NotsentLowat => "it is a TCP setting",
+        Knob::PacingRate => {
+            "only TCP paces itself to SO_MAX_PACING_RATE (other sockets are paced by the fq \
+             qdisc alone)"
+        }
         Knob::Tos | Knob::Pmtu => "it is an IP header setting",
         Knob::BusyPoll => "only IP sockets busy-poll a device queue here",
         Knob::Priority => "no qdisc sees its messages",
@@ -321,6 +329,17 @@ pub fn plan(knobs: &Knobs, t: Transport, v6: bool) -> io::Result<(Vec<Setting>, 
             ));
         }
     }
+    if let Some(bps) = knobs.pacing_rate {
+        if !skip(Knob::PacingRate, true) {
+            // The kernel takes bytes per second, an unsigned long where 8 bytes are given.
+            out.push(Setting {
+                knob: Some(Knob::PacingRate),
+                level: libc::SOL_SOCKET,
+                name: libc::SO_MAX_PACING_RATE,
+                value: (bps / 8).to_ne_bytes().to_vec(),
+            });
+        }
+    }
     if let Some(tos) = knobs.tos {
         if !skip(Knob::Tos, true) {
             let (level, name) = if v6 {
@@ -458,6 +477,13 @@ pub fn granted(
             g.notsent_lowat = sys::get_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)
                 .ok()
                 .map(|v| v.max(0) as u32);
+        }
+        if asked.pacing_rate.is_some() {
+            let mut v = [0u8; 8];
+            g.pacing_rate = sys::get_bytes(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &mut v)
+                .ok()
+                .filter(|&n| n == 8)
+                .map(|_| u64::from_ne_bytes(v).saturating_mul(8));
         }
     }
     if crate::registry::descriptor(t).is_ip() {

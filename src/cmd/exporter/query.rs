@@ -45,6 +45,9 @@ pub struct Probe {
     /// Concurrent TCP connections (`parallel`, iperf3_exporter's name; `--flows`): 1..=
     /// [`MAX_PARALLEL`], for a stream to the server or a pingpong of a netsweep server.
     pub parallel: u32,
+    /// The most each end sends (`bitrate`, iperf3_exporter's name; `--pacing-rate`), bits
+    /// per second: TCP probes of a netsweep server only.
+    pub bitrate_bps: Option<u64>,
 }
 
 /// The most connections one probe opens (`parallel`).
@@ -139,6 +142,31 @@ fn precision(v: &str) -> Result<f64, String> {
         .ok_or_else(|| "precision: 0.1%..=100% (5% or 0.05)".to_string())
 }
 
+/// A `bitrate` as iperf3's `-b` writes it (`100M`, `1.5G`, `800K`: bits per second) or in
+/// tc's units (`100mbit`): 1 kbit/s..=1 Tbit/s.
+fn bitrate(v: &str) -> Result<u64, String> {
+    let bad = || "bitrate: a rate such as 100M (iperf3's -b) or 100mbit".to_string();
+    let v = v.trim();
+    let iperf3 = v.char_indices().last().and_then(|(i, c)| {
+        let scale = match c.to_ascii_uppercase() {
+            'K' => 1e3,
+            'M' => 1e6,
+            'G' => 1e9,
+            _ => return None,
+        };
+        v[..i].parse::<f64>().ok().map(|n| n * scale)
+    });
+    let bps = match iperf3 {
+        Some(b) if b.is_finite() => b as u64,
+        Some(_) => return Err(bad()),
+        None => crate::cli::parse_rate(v).map_err(|_| bad())?,
+    };
+    if !(1_000..=1_000_000_000_000).contains(&bps) {
+        return Err(bad());
+    }
+    Ok(bps)
+}
+
 /// TCP_NOTSENT_LOWAT of a TCP probe's ends (the responsiveness draft's low unsent queue).
 const PROBE_NOTSENT_LOWAT: &str = "128k";
 
@@ -161,6 +189,7 @@ impl Probe {
             precision: None,
             peer_timeout: Duration::from_secs(5),
             parallel: 1,
+            bitrate_bps: None,
         };
         let (mut port, mut size, mut target) = (None, None, None);
         let mut seen: Vec<&str> = Vec::new();
@@ -238,11 +267,12 @@ impl Probe {
                         .filter(|n| (1..=MAX_PARALLEL).contains(n))
                         .ok_or(format!("parallel: 1..={MAX_PARALLEL}"))?
                 }
+                "bitrate" => p.bitrate_bps = Some(bitrate(&v)?),
                 _ => {
                     let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
                     return Err(format!(
                         "unknown parameter {shown:?}: target, port, transport, pattern, size, \
-                         duration, reverse, min_trials, precision, parallel"
+                         duration, reverse, min_trials, precision, parallel, bitrate"
                     ));
                 }
             }
@@ -281,6 +311,14 @@ impl Probe {
             return Err(
                 "parallel: for a netsweep server's tcp stream (client to server) or pingpong; \
                  an iperf3 target, udp, bidir and reverse probe one connection"
+                    .into(),
+            );
+        }
+        if p.bitrate_bps.is_some() && (iperf3 || p.transport != "tcp") {
+            return Err(
+                "bitrate: paces a netsweep server's tcp probe (SO_MAX_PACING_RATE at both \
+                 ends); udp is paced only by the fq qdisc, and an iperf3 server's sender is \
+                 not netsweep's to pace"
                     .into(),
             );
         }
@@ -351,6 +389,9 @@ impl Probe {
         }
         if self.parallel > 1 {
             a.extend(["--flows".into(), self.parallel.to_string()]);
+        }
+        if let Some(bps) = self.bitrate_bps {
+            a.extend(["--pacing-rate".into(), format!("{bps}bit")]);
         }
         if let Some(x) = self.precision {
             a.extend(["--precision".into(), x.to_string()]);
@@ -451,9 +492,28 @@ mod tests {
                 "target=h&pattern=stream&reverse=1&parallel=2",
                 "parallel: for",
             ),
+            ("target=h&bitrate=fast", "bitrate: a rate"),
+            ("target=h&bitrate=10", "bitrate: a rate"),
+            ("target=iperf3://h&bitrate=100M", "bitrate: paces"),
+            (
+                "target=h&transport=udp&pattern=stream&bitrate=100M",
+                "bitrate: paces",
+            ),
         ] {
             let e = Probe::parse(q, &L).unwrap_err();
             assert!(e.contains(word), "{q}: {e}");
+        }
+        // iperf3_exporter's spelling and tc's: the run paces both ends.
+        for (v, bps) in [
+            ("100M", 100_000_000u64),
+            ("1.5G", 1_500_000_000),
+            ("800mbit", 800_000_000),
+        ] {
+            let p = Probe::parse(&format!("target=h&bitrate={v}"), &L).unwrap();
+            assert_eq!(p.bitrate_bps, Some(bps), "{v}");
+            let args = p.run_args();
+            let i = args.iter().position(|a| a == "--pacing-rate").unwrap();
+            assert_eq!(args[i + 1], format!("{bps}bit"));
         }
         assert!(Probe::parse(&"a".repeat(2000), &L)
             .unwrap_err()

@@ -149,19 +149,34 @@ fn check_protocol(version: u16, spec: &RunSpec, ctx: &RunContext<'_>) -> Result<
 
 /// Refuses, by name, a knob the server was asked for and did not read back where the client
 /// did (so it applies to the transport): a netsweep that predates the knob drops it unseen,
-/// and its results must not look as if it was set.
+/// and its results must not look as if it was set. Every knob read back only when asked is
+/// listed here: (the client read it back, the server was asked, the server read it back).
 fn check_server_applied(
     spec: &RunSpec,
     client: &GrantedKnobs,
     server: &GrantedKnobs,
 ) -> Result<(), NetError> {
-    let applies = client.notsent_lowat.is_some();
-    if applies && spec.server_knobs.notsent_lowat.is_some() && server.notsent_lowat.is_none() {
-        return Err(NetError::Refused(
-            "the server did not apply --notsent-lowat (a netsweep that predates it): \
-             upgrade netsweep on the server, or drop --notsent-lowat"
-                .into(),
-        ));
+    let asked = &spec.server_knobs;
+    for (flag, applies, wanted, read) in [
+        (
+            "--notsent-lowat",
+            client.notsent_lowat.is_some(),
+            asked.notsent_lowat.is_some(),
+            server.notsent_lowat.is_some(),
+        ),
+        (
+            "--pacing-rate",
+            client.pacing_rate.is_some(),
+            asked.pacing_rate.is_some(),
+            server.pacing_rate.is_some(),
+        ),
+    ] {
+        if applies && wanted && !read {
+            return Err(NetError::Refused(format!(
+                "the server did not apply {flag} (a netsweep that predates it): upgrade \
+                 netsweep on the server, or drop {flag}"
+            )));
+        }
     }
     Ok(())
 }
@@ -187,5 +202,18 @@ mod tests {
         assert!(check_server_applied(&spec, &dropped, &dropped).is_ok());
         spec.server_knobs.notsent_lowat = None;
         assert!(check_server_applied(&spec, &set, &dropped).is_ok());
+    }
+
+    #[test]
+    fn a_server_that_drops_the_pacing_rate_is_refused_by_name() {
+        let mut spec = RunSpec::new(Transport::Tcp, Pattern::Stream, Family::Ipv4);
+        spec.server_knobs.pacing_rate = Some(200_000_000);
+        let set = GrantedKnobs {
+            pacing_rate: Some(200_000_000),
+            ..Default::default()
+        };
+        let e = check_server_applied(&spec, &set, &GrantedKnobs::default()).unwrap_err();
+        assert!(e.to_string().contains("--pacing-rate"), "{e}");
+        assert!(check_server_applied(&spec, &set, &set).is_ok());
     }
 }

@@ -104,6 +104,7 @@ pub fn unhonoured(spec: &RunSpec) -> Vec<String> {
         no(k.batch.is_some(), "--batch");
         no(k.congestion_control.is_some(), "--cc");
         no(k.notsent_lowat.is_some(), "--notsent-lowat");
+        no(k.pacing_rate.is_some(), "--pacing-rate");
         no(k.tos.is_some(), "--tos/--dscp");
         no(k.priority.is_some(), "--priority");
         no(k.no_check.is_some(), "--no-check");

@@ -13,6 +13,7 @@ mod handshakes;
 pub mod iperf3;
 pub mod listen;
 mod log;
+pub mod metrics;
 pub mod plan;
 mod session;
 
@@ -120,6 +121,8 @@ pub struct ServeOptions {
     pub iperf3_results: Option<std::path::PathBuf>,
     /// `--allow-from`: the client addresses served (None: any).
     pub allow_from: Option<allow::AllowFrom>,
+    /// `--metrics`: the counters its Prometheus endpoint shows (None: not kept).
+    pub metrics: Option<Arc<metrics::ServeMetrics>>,
 }
 
 impl Default for ServeOptions {
@@ -138,6 +141,7 @@ impl Default for ServeOptions {
             budget: HostLimits::read().default_budget(),
             iperf3_results: None,
             allow_from: None,
+            metrics: None,
         }
     }
 }
@@ -145,9 +149,14 @@ impl Default for ServeOptions {
 impl ServeOptions {
     /// Whether a connection from `peer` may go on to its handshake: with `--allow-from`, only
     /// from a listed prefix; any other is logged as refused and closed by the caller.
-    pub(crate) fn admits_address(&self, peer: SocketAddr, port: &str) -> bool {
+    pub(crate) fn admits_address(&self, peer: SocketAddr, p: metrics::Protocol) -> bool {
         let ok = self.allow_from.as_ref().is_none_or(|a| a.allows(peer.ip()));
         if !ok {
+            self.count(p, Event::Refused);
+            let port = match p {
+                metrics::Protocol::Netsweep => "control port",
+                metrics::Protocol::Iperf3 => "iperf3 port",
+            };
             log(
                 self.log_format,
                 Event::Refused,
@@ -157,6 +166,23 @@ impl ServeOptions {
             );
         }
         ok
+    }
+
+    /// Counts a connection's event for `--metrics` (a start, a refusal).
+    pub(in crate::server) fn count(&self, p: metrics::Protocol, event: Event) {
+        let Some(m) = &self.metrics else { return };
+        match event {
+            Event::SessionStart => m.started(p),
+            Event::Refused => m.refused(p),
+            _ => {}
+        }
+    }
+
+    /// Counts an admitted session's end for `--metrics`.
+    pub(in crate::server) fn count_end(&self, p: metrics::Protocol, ok: bool) {
+        if let Some(m) = &self.metrics {
+            m.finished(p, ok);
+        }
     }
 }
 
@@ -293,7 +319,7 @@ pub fn serve_with(
                 continue;
             }
         };
-        if !opts.admits_address(peer, "control port") {
+        if !opts.admits_address(peer, metrics::Protocol::Netsweep) {
             continue;
         }
         if let Err(e) = stream.set_nonblocking(false) {
@@ -422,6 +448,7 @@ fn connection_thread(
 ) {
     let opts = s.opts.as_ref();
     let say = |event: Event, session: Option<u64>, reason: Option<&str>| {
+        opts.count(metrics::Protocol::Netsweep, event);
         if opts.verbose {
             log(opts.log_format, event, session, Some(peer), reason);
         }
@@ -494,6 +521,7 @@ fn connection_thread(
     };
     let r = Session::run(hello, plan, grant);
     s.controls.remove(n);
+    opts.count_end(metrics::Protocol::Netsweep, r.is_ok());
     match &r {
         Ok(()) => say(Event::SessionEnd, Some(n), None),
         Err(e) => say(Event::SessionFailed, Some(n), Some(&e.to_string())),

@@ -29,6 +29,7 @@ fn tcp_knobs_read_back() {
             pmtu: Some("do".into()),
             nodelay: Some(false),
             notsent_lowat: Some(16384),
+            pacing_rate: Some(200_000_000),
             ..Default::default()
         };
         let s = setup(Transport::Tcp, Api::Basic, Pattern::Pingpong, 64, &k);
@@ -41,6 +42,7 @@ fn tcp_knobs_read_back() {
             assert_eq!(g.pmtu.as_deref(), Some("do"), "{side}");
             assert_eq!(g.nodelay, Some(false), "{side}");
             assert_eq!(g.notsent_lowat, Some(16384), "{side}");
+            assert_eq!(g.pacing_rate, Some(200_000_000), "{side}");
             assert!(g.path_mtu.unwrap_or(0) >= 1500, "{side}: {g:?}");
         }
     }
@@ -55,6 +57,7 @@ fn udp_knobs_read_back_and_inapplicable_ones_are_noted() {
         pmtu: Some("dont".into()),
         congestion_control: Some("cubic".into()),
         notsent_lowat: Some(16384),
+        pacing_rate: Some(100_000_000),
         ..Default::default()
     };
     let s = setup(Transport::Udp, Api::Basic, Pattern::Pingpong, 64, &k);
@@ -72,6 +75,14 @@ fn udp_knobs_read_back_and_inapplicable_ones_are_noted() {
             g.notes
         );
         assert_eq!(g.notsent_lowat, None);
+        assert_eq!(g.pacing_rate, None);
+        assert!(
+            g.notes
+                .iter()
+                .any(|n| n.starts_with("pacing-rate does not apply to udp")),
+            "{:?}",
+            g.notes
+        );
         assert!(
             g.notes
                 .iter()

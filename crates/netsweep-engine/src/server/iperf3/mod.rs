@@ -151,7 +151,10 @@ pub(super) fn serve(l: Listeners, shared: Shared, stop: Arc<AtomicBool>) -> io::
             }
         };
         let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-        if !shared.opts.admits_address(peer, "iperf3 port") {
+        if !shared
+            .opts
+            .admits_address(peer, crate::server::metrics::Protocol::Iperf3)
+        {
             continue;
         }
         // A test's data connection sends its cookie at once: handed over here, it never holds

@@ -42,6 +42,7 @@ pub(super) fn connection(
     // its record and the server's text; the socket's own address is used for everything else.
     let shown = SocketAddr::new(peer.ip().to_canonical(), peer.port());
     let say = |event: Event, session: Option<u64>, reason: &str| {
+        opts.count(crate::server::metrics::Protocol::Iperf3, event);
         if opts.verbose {
             log(opts.log_format, event, session, Some(shown), Some(reason));
         }
@@ -154,6 +155,7 @@ pub(super) fn connection(
     let r = server::run(&mut s, &cfg, &mut src, &hold);
     drop(src);
     sh.controls.remove(n);
+    opts.count_end(crate::server::metrics::Protocol::Iperf3, r.is_ok());
     match &r {
         Ok(served) => say(Event::SessionEnd, Some(n), &summary(&request, served)),
         Err(e) => say(Event::SessionFailed, Some(n), &format!("iperf3 test: {e}")),
