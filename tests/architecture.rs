@@ -390,6 +390,7 @@ const KNOWN_TANGLES: &[(&str, &[&str])] = &[
             "sendfile",
             "shm",
             "splice",
+            "tls",
             "udplite",
             "unix",
             "uring",

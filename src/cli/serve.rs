@@ -113,6 +113,17 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", value_parser = crate::cli::parse::auth_key)]
     pub auth_key: Option<AuthKey>,
 
+    /// The certificate (PEM, leaf first, then any chain) that `-t tls` sessions present, with
+    /// its key in --tls-key. Without them the server makes a self-signed certificate at
+    /// start; either way the startup line prints its SHA-256 fingerprint for clients'
+    /// `run --tls-pin`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+
     /// Also serve unmodified iperf3 clients (`iperf3 -c HOST`) on PORT, TCP and UDP (default
     /// 5201, iperf3's): their tests — TCP or UDP, -R, --bidir, -P, -l, -b, -t/-n/-k, -O, -w,
     /// -C, -Z, --get-server-output, -J — run as sessions under the same limits, admission and

@@ -111,6 +111,13 @@ pub fn main(a: RunArgs) -> Result {
         let outcome = iperf3::run(&spec, addr, &started_at, &interrupted, &mut sink);
         return finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet);
     }
+    if a.tls_pin.is_some() && spec.transport != Transport::Tls {
+        return Err(Error::usage(format!(
+            "--tls-pin checks the certificate of a -t tls data path, and this run is -t {}: \
+             drop --tls-pin, or add -t tls",
+            spec.transport
+        )));
+    }
     // -t xdp: a build with the feature, and a link between two hosts (never loopback).
     if spec.transport == Transport::Xdp {
         if !cfg!(feature = "xdp") {
@@ -191,6 +198,7 @@ pub fn main(a: RunArgs) -> Result {
         started_at: time::rfc3339(now),
         lab,
         auth_key,
+        tls_pin: a.tls_pin.clone(),
     };
     let outcome = engine::run(&spec, &ctx, factory.as_ref(), &mut sink);
     if let Some((handle, stop)) = local {

@@ -12,6 +12,7 @@ use netsweep_engine::server::{
     ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
 };
 use netsweep_model::time;
+use netsweep_transport::tls::identity as tls;
 use netsweep_transport::Registry;
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -132,6 +133,10 @@ pub fn main(a: ServeArgs) -> Result {
         .max_session_memory
         .unwrap_or(DEFAULT_SESSION_MEMORY.min(budget.memory / 4));
     let policy = policy(&a.allow);
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => tls::install(cert, key).map_err(Error::usage)?,
+        _ => tls::server().map_err(Error::failed)?,
+    };
     if !a.quiet {
         if a.log_format == LogFormatArg::Json {
             let line = serde_json::json!({
@@ -146,6 +151,8 @@ pub fn main(a: ServeArgs) -> Result {
                 "max_fds": budget.fds,
                 "iperf3_addr": iperf3_at,
                 "metrics_addr": metrics_at,
+                "tls_fingerprint": tls.fingerprint,
+                "tls_certificate": tls.source,
                 "ipv4_only_because": no_ipv6,
             });
             eprintln!("{line}");
@@ -166,12 +173,14 @@ pub fn main(a: ServeArgs) -> Result {
             });
             eprintln!(
                 "netsweep serve: listening on {bound}{also}{v4_only} ({limit}; sessions may \
-                 hold {} in all, {} each, {} threads, {} file descriptors; {metrics}Ctrl-C \
-                 stops)",
+                 hold {} in all, {} each, {} threads, {} file descriptors; {metrics}tls \
+                 certificate sha256 {} ({}); Ctrl-C stops)",
                 bytes(budget.memory),
                 bytes(session_memory),
                 budget.threads,
-                budget.fds
+                budget.fds,
+                tls.fingerprint,
+                tls.source
             );
         }
     }

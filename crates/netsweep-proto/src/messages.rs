@@ -6,6 +6,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod tls;
+pub use tls::TlsGranted;
+
 /// A message from the client (the side that drives the run) to the server.
 // Messages are built and consumed one at a time, off the data path: size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -253,6 +256,9 @@ pub struct GrantedKnobs {
     /// How an `xdp` endpoint's frames reach it: where the XDP program runs and whether the
     /// socket copies (`xdp` only).
     pub xdp: Option<XdpGranted>,
+    /// The TLS session a `tls` endpoint's handshake agreed (`tls` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsGranted>,
     /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
     pub notes: Vec<String>,
 }
@@ -281,6 +287,10 @@ pub struct DataEndpoint {
     pub path: Option<String>,
     /// MAC address of the server's interface for the `packet` transport.
     pub mac: Option<String>,
+    /// The SHA-256 fingerprint (`AB:CD:…`) of the certificate the server's `tls` data path
+    /// presents: the client accepts that certificate and no other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_fingerprint: Option<String>,
 }
 
 /// One trial of one point.

@@ -30,6 +30,7 @@ pub mod shm;
 pub mod splice;
 pub mod sys;
 pub mod tcpinfo;
+pub mod tls;
 pub mod udplite;
 pub mod unix;
 pub mod uring;

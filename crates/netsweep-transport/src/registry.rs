@@ -12,7 +12,7 @@
 //! checks and defaults, the server and the conformance tests read it from the table.
 
 use crate::descriptor::{unsupported, Descriptor, Peer};
-use crate::{ip, mpi, mptcp, packet, shm, udplite, unix, xdp};
+use crate::{ip, mpi, mptcp, packet, shm, tls, udplite, unix, xdp};
 use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, Footprint, TransportFactory};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
@@ -24,6 +24,7 @@ use std::time::Duration;
 /// `Transport` without its line here does not compile.
 pub static TRANSPORTS: [&Descriptor; Transport::ALL.len()] = [
     &ip::TCP,
+    &tls::TLS,
     &ip::UDP,
     &unix::UNIX_STREAM,
     &unix::UNIX_DGRAM,

@@ -244,6 +244,7 @@ impl ConnListener for UnixStreamListener {
             port: 0,
             path: Some(self.path.to_string_lossy().into_owned()),
             mac: None,
+            tls_fingerprint: None,
         }
     }
 
@@ -343,6 +344,7 @@ impl ConnListener for UnixDgramListener {
             port: 0,
             path: Some(self.path.to_string_lossy().into_owned()),
             mac: None,
+            tls_fingerprint: None,
         }
     }
 

@@ -221,6 +221,7 @@ impl Mesh<'_> {
             started_at: time::rfc3339(SystemTime::now()),
             lab: None,
             auth_key: Some(self.key.clone()),
+            tls_pin: None,
         };
         let mut sink = Sink::new(None, None, None, true);
         match engine::run(&self.spec, &ctx, &Registry, &mut sink) {

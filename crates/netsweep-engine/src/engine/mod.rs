@@ -75,6 +75,9 @@ pub struct RunContext<'a> {
     pub lab: Option<serde_json::Value>,
     /// The pre-shared key (`--auth-key`): the server must prove it holds it, and so do we.
     pub auth_key: Option<AuthKey>,
+    /// `--tls-pin`: the only certificate (its SHA-256 fingerprint, `AB:CD:…`) a `tls`
+    /// session may present.
+    pub tls_pin: Option<String>,
 }
 
 /// The outcome of a run that got as far as a session: the results (always valid, possibly

@@ -79,6 +79,16 @@ pub(super) fn open_session(
         } => (server, cookie, data),
         other => return Err(NetError::Refused(format!("unexpected reply {other:?}"))),
     };
+    if let Some(pin) = &ctx.tls_pin {
+        // The data path accepts the announced certificate only, so this makes it the pinned one.
+        let announced = data.tls_fingerprint.as_deref().unwrap_or("none");
+        if announced != pin {
+            return Err(NetError::Refused(format!(
+                "the server announced TLS certificate {announced}, not {pin} (--tls-pin): \
+                 another server answered, or it was restarted without its --tls-cert"
+            )));
+        }
+    }
     let data_ip = ctl
         .stream()
         .peer_addr()

@@ -13,6 +13,11 @@ pub const ETHERNET: u64 = 14;
 pub const TCP_HEADER: u64 = 32;
 /// UDP header.
 pub const UDP_HEADER: u64 = 8;
+/// Largest TLS 1.3 record's plaintext (RFC 8446 §5.1).
+pub const TLS_RECORD: u64 = 16_384;
+/// What a TLS 1.3 record adds to its plaintext: the 5-byte header, the inner content type
+/// and a 16-byte AEAD tag (AES-GCM, ChaCha20-Poly1305).
+pub const TLS_RECORD_OVERHEAD: u64 = 5 + 1 + 16;
 
 /// The link a run crossed: the one that holds the address the client targeted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +46,15 @@ pub fn wire(transport: Transport, family: Family, mtu: u32, size: u64) -> Option
     let mtu = u64::from(mtu);
     let ip = ip_header(family);
     match transport {
+        Transport::Tls => {
+            let records = size.div_ceil(TLS_RECORD).max(1);
+            wire(
+                Transport::Tcp,
+                family,
+                u32::try_from(mtu).ok()?,
+                size + records * TLS_RECORD_OVERHEAD,
+            )
+        }
         Transport::Tcp | Transport::Mptcp => {
             let mss = mtu.checked_sub(ip + TCP_HEADER).filter(|m| *m > 0)?;
             let frames = size.div_ceil(mss).max(1);

@@ -7,7 +7,7 @@ use super::Transport;
 /// on another host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
-    /// Across any IP network (tcp, udp, mptcp, udplite).
+    /// Across any IP network (tcp, tls, udp, mptcp, udplite).
     Network,
     /// Only between processes of one host: unix sockets and shared memory (files in the
     /// server's temporary directories and tmpfs), MPI (ranks launched together).
@@ -21,9 +21,11 @@ impl Transport {
     /// Where its two ends may be.
     pub fn reach(self) -> Reach {
         match self {
-            Transport::Tcp | Transport::Udp | Transport::Mptcp | Transport::Udplite => {
-                Reach::Network
-            }
+            Transport::Tcp
+            | Transport::Tls
+            | Transport::Udp
+            | Transport::Mptcp
+            | Transport::Udplite => Reach::Network,
             Transport::UnixStream
             | Transport::UnixDgram
             | Transport::UnixSeqpacket

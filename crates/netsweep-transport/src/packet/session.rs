@@ -50,6 +50,7 @@ impl DataListener for PacketListener {
             port: 0,
             path: None,
             mac: Some(sys::mac_string(&self.link.mac)),
+            tls_fingerprint: None,
         }
     }
 

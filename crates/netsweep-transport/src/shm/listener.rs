@@ -80,6 +80,7 @@ impl DataListener for ShmListener {
             port: 0,
             path: Some(self.path.to_string_lossy().into_owned()),
             mac: None,
+            tls_fingerprint: None,
         }
     }
 

@@ -37,6 +37,7 @@ const UNPRIVILEGED: &[(Transport, &[Api])] = &[
             Api::Uring,
         ],
     ),
+    (Transport::Tls, &[Api::Basic]),
     (
         Transport::Udp,
         &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring, Api::Gso],
