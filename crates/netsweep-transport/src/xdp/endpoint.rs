@@ -190,6 +190,7 @@ impl DataListener for XdpListener {
             port: 0,
             path: None,
             mac: self.path.as_ref().map(|p| sys::mac_string(&p.link.mac)),
+            tls_fingerprint: None,
         }
     }
 

@@ -45,16 +45,18 @@ fn relay(to: u16) -> (u16, Arc<Mutex<Vec<u8>>>) {
     (port, seen)
 }
 
-/// A `tls` listener and a client reaching it through the relay, told to accept `pin`
-/// (the listener's own announced fingerprint when `None`).
-fn through_relay(
-    pin: Option<String>,
-) -> (
+/// Both ends of a `tls` data path through the relay: (client, server, the client's bytes,
+/// the certificate the listener announced).
+struct Relayed(
     std::io::Result<Box<dyn Endpoint>>,
     std::io::Result<Box<dyn Endpoint>>,
     Arc<Mutex<Vec<u8>>>,
     String,
-) {
+);
+
+/// A `tls` listener and a client reaching it through the relay, told to accept `pin`
+/// (the listener's own announced fingerprint when `None`).
+fn through_relay(pin: Option<String>) -> Relayed {
     let s = setup(
         Transport::Tls,
         Api::Basic,
@@ -79,7 +81,7 @@ fn through_relay(
     };
     let ce = Registry.connect(&s, &Knobs::default(), lo, &via, c, TIMEOUT);
     let se = h.join().unwrap();
-    (ce, se, seen, announced)
+    Relayed(ce, se, seen, announced)
 }
 
 /// The TLS records in `wire`: (content type, length) of each, from the first record on.
@@ -107,7 +109,7 @@ fn records(wire: &[u8]) -> Vec<(u8, usize)> {
 
 #[test]
 fn the_wire_carries_sealed_records_and_never_the_plaintext() {
-    let (c, s, seen, _) = through_relay(None);
+    let Relayed(c, s, seen, _) = through_relay(None);
     let (mut c, mut s) = (c.unwrap(), s.unwrap());
     // A message no cipher output would contain by chance: a repeated marker.
     let marker = b"netsweep-plaintext-marker-";
@@ -178,7 +180,7 @@ fn a_client_told_another_certificate_refuses_the_server() {
     let other = netsweep_transport::tls::identity::generate()
         .unwrap()
         .fingerprint;
-    let (c, _s, _, announced) = through_relay(Some(other.clone()));
+    let Relayed(c, _s, _, announced) = through_relay(Some(other.clone()));
     assert_ne!(other, announced);
     let e = c.err().expect("the handshake fails").to_string();
     assert!(
