@@ -2,6 +2,7 @@
 //! this process. A send encrypts what fits the connection's buffer and writes the records
 //! out before it returns; a receive reads records until one yields plaintext.
 
+use super::identity::{fingerprint, Identity, SERVER_NAME};
 use crate::basic::Conn;
 use crate::tcpinfo;
 use netsweep_endpoint::{Endpoint, EndpointStats};
@@ -53,23 +54,27 @@ impl TlsEndpoint {
         config: Arc<rustls::ClientConfig>,
         deadline: Instant,
     ) -> io::Result<Self> {
-        let name = rustls::pki_types::ServerName::try_from(super::identity::SERVER_NAME)
+        let name = rustls::pki_types::ServerName::try_from(SERVER_NAME)
             .map_err(|e| io::Error::other(e.to_string()))?;
         let tls = ClientConnection::new(config, name).map_err(tls_error)?;
-        Self::handshake(conn, tls.into(), deadline)
+        Self::handshake(conn, tls.into(), None, deadline)
     }
 
-    /// The server side: the handshake over an accepted `conn`, finished by `deadline`.
-    pub fn server(
-        conn: Conn,
-        config: Arc<rustls::ServerConfig>,
+    /// The server side: the handshake over an accepted `conn`, presenting `id`, finished by
+    /// `deadline`.
+    pub fn server(conn: Conn, id: &Identity, deadline: Instant) -> io::Result<Self> {
+        let tls = ServerConnection::new(id.config.clone()).map_err(tls_error)?;
+        Self::handshake(conn, tls.into(), Some(&id.fingerprint), deadline)
+    }
+
+    /// Shakes hands; `presented` is the server's own certificate (a client reports the one
+    /// it saw).
+    fn handshake(
+        mut conn: Conn,
+        mut tls: Connection,
+        presented: Option<&str>,
         deadline: Instant,
     ) -> io::Result<Self> {
-        let tls = ServerConnection::new(config).map_err(tls_error)?;
-        Self::handshake(conn, tls.into(), deadline)
-    }
-
-    fn handshake(mut conn: Conn, mut tls: Connection, deadline: Instant) -> io::Result<Self> {
         tls.set_buffer_limit(Some(SEND_BUFFER));
         let mut io: &Socket = &conn.sock;
         while tls.is_handshaking() {
@@ -100,13 +105,15 @@ impl TlsEndpoint {
         let kx = tls
             .negotiated_key_exchange_group()
             .map_or("unknown".to_string(), |g| format!("{:?}", g.name()));
-        let certificate = match &tls {
-            Connection::Client(c) => c.peer_certificates(),
-            Connection::Server(_) => None,
-        }
-        .and_then(|c| c.first())
-        .map(|c| super::identity::fingerprint(c))
-        .unwrap_or_default();
+        let certificate = match (&tls, presented) {
+            (_, Some(own)) => own.to_string(),
+            (Connection::Client(c), None) => c
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| fingerprint(c))
+                .unwrap_or_default(),
+            (Connection::Server(_), None) => String::new(),
+        };
         conn.granted.tls = Some(TlsGranted {
             version: tls
                 .protocol_version()
@@ -121,13 +128,6 @@ impl TlsEndpoint {
         });
         let fd = conn.sock.as_raw_fd();
         Ok(Self { conn, fd, tls })
-    }
-
-    /// Sets the fingerprint this (server) side presented, for its report.
-    pub fn set_certificate(&mut self, fingerprint: &str) {
-        if let Some(t) = &mut self.conn.granted.tls {
-            t.certificate = fingerprint.to_string();
-        }
     }
 
     /// Writes every sealed record out (blocking, bounded by the socket's send timeout).

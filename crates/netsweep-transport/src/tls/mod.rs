@@ -1,4 +1,5 @@
-//! `tls`: TLS 1.3 over TCP, records sealed and opened in this process by rustls (ring's
+//! `tls`: TLS 1.3 over TCP (api basic only: the registry refuses others before `listen`
+//! and `connect` are reached), records sealed and opened in this process by rustls (ring's
 //! AES-GCM and ChaCha20-Poly1305) on the kernel's TCP socket. The client presents the
 //! session cookie in the clear, as `tcp` does, then shakes hands; it accepts the certificate
 //! whose fingerprint the session announced (and `--tls-pin`, when given, must match that).
@@ -10,7 +11,7 @@ pub mod identity;
 pub mod pin;
 
 use crate::basic::ConnListener as _;
-use crate::descriptor::{probe_socket, unsupported, Descriptor, Peer, MESSAGES};
+use crate::descriptor::{probe_socket, Descriptor, Peer, MESSAGES};
 use crate::ip::{self, StreamListener};
 use crate::knobs;
 use endpoint::TlsEndpoint;
@@ -61,14 +62,8 @@ fn listen(
     setup: &SessionSetup,
     bind: IpAddr,
     _peer: IpAddr,
-    api: Api,
+    _api: Api,
 ) -> io::Result<Box<dyn DataListener>> {
-    if api != Api::Basic {
-        return Err(unsupported(format!(
-            "tls does not support --api {}",
-            api.name()
-        )));
-    }
     let id = identity::server().map_err(io::Error::other)?;
     Ok(Box::new(TlsListener {
         inner: StreamListener::open(Transport::Tcp, bind, &setup.server_knobs)?,
@@ -96,19 +91,11 @@ impl DataListener for TlsListener {
         let deadline = Instant::now() + timeout;
         let conn = self.inner.accept(cookie, timeout)?;
         let by = (Instant::now() + HANDSHAKE_WITHIN).min(deadline);
-        let mut ep = TlsEndpoint::server(conn, self.id.config.clone(), by)?;
-        ep.set_certificate(&self.id.fingerprint);
-        Ok(Box::new(ep))
+        Ok(Box::new(TlsEndpoint::server(conn, self.id, by)?))
     }
 }
 
-fn connect(p: &Peer<'_>, cookie: u64, api: Api) -> io::Result<Box<dyn Endpoint>> {
-    if api != Api::Basic {
-        return Err(unsupported(format!(
-            "tls does not support --api {}",
-            api.name()
-        )));
-    }
+fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>> {
     let want = p.data.tls_fingerprint.clone().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
