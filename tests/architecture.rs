@@ -386,6 +386,7 @@ const KNOWN_TANGLES: &[(&str, &[&str])] = &[
             "mpi",
             "mptcp",
             "packet",
+            "quic",
             "registry",
             "sendfile",
             "shm",

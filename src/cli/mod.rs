@@ -131,8 +131,8 @@ pub struct RunArgs {
     #[arg(value_name = "HOST[:PORT]")]
     pub host: Option<String>,
 
-    /// Transport under test (tls is TLS 1.3 over TCP, records sealed in user space; unix is
-    /// short for unix-stream; packet is raw Ethernet, shm a
+    /// Transport under test (tls is TLS 1.3 over TCP, records sealed in user space; quic is
+    /// QUIC v1 over UDP, the whole stack in user space; unix is short for unix-stream; packet is raw Ethernet, shm a
     /// shared-memory ring, mpi MPI messages: `mpirun -np 2 netsweep run -t mpi`, no HOST, in
     /// a build with `--features mpi`). `netsweep list` shows which work here.
     #[arg(short, long, default_value = "tcp")]
@@ -436,7 +436,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", value_parser = crate::cli::parse::auth_key)]
     pub auth_key: Option<AuthKey>,
 
-    /// With -t tls: the SHA-256 fingerprint of the server's certificate, as `netsweep serve`
+    /// With -t tls or -t quic: the SHA-256 fingerprint of the server's certificate, as `netsweep serve`
     /// prints it at start (colons optional): the run refuses a server that presents any
     /// other. Without it the client accepts the certificate the server announces for the
     /// session on the control connection, which stops nothing able to rewrite that

@@ -111,10 +111,10 @@ pub fn main(a: RunArgs) -> Result {
         let outcome = iperf3::run(&spec, addr, &started_at, &interrupted, &mut sink);
         return finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet);
     }
-    if a.tls_pin.is_some() && spec.transport != Transport::Tls {
+    if a.tls_pin.is_some() && !matches!(spec.transport, Transport::Tls | Transport::Quic) {
         return Err(Error::usage(format!(
-            "--tls-pin checks the certificate of a -t tls data path, and this run is -t {}: \
-             drop --tls-pin, or add -t tls",
+            "--tls-pin checks the certificate of a -t tls or -t quic data path, and this run \
+             is -t {}: drop --tls-pin, or add -t tls or -t quic",
             spec.transport
         )));
     }

@@ -16,7 +16,7 @@ fn usage_errors_exit_2_and_say_the_fix() {
         (vec!["run", "--sizes", "1k..8k"], ":+"),
         (
             vec!["run", "-t", "sctp"],
-            "[possible values: tcp, tls, udp, unix-stream",
+            "[possible values: tcp, tls, quic, udp, unix-stream",
         ),
         (
             vec!["run", "-p", "bounce"],
@@ -71,7 +71,7 @@ fn help_lists_the_choices() {
     assert!(o.status.success());
     let help = String::from_utf8_lossy(&o.stdout).replace(char::is_whitespace, "");
     for needle in [
-        "[possiblevalues:tcp,tls,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi,xdp]",
+        "[possiblevalues:tcp,tls,quic,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi,xdp]",
         "[possiblevalues:pingpong,stream,crr,bidir,rate]",
         "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring,gso]",
         "[possiblevalues:text,json,jsonl,csv,npout,openmetrics]",

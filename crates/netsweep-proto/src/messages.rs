@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod quic;
 mod tls;
+pub use quic::QuicGranted;
 pub use tls::TlsGranted;
 
 /// A message from the client (the side that drives the run) to the server.
@@ -53,6 +55,8 @@ pub enum ClientMsg {
 }
 
 /// A message from the server to the client.
+// Built and consumed one at a time, off the data path: size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMsg {
@@ -259,6 +263,9 @@ pub struct GrantedKnobs {
     /// The TLS session a `tls` endpoint's handshake agreed (`tls` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsGranted>,
+    /// The QUIC connection a `quic` endpoint got (`quic` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicGranted>,
     /// Human-readable notes: clamps, fallbacks, knobs that do not apply to this transport.
     pub notes: Vec<String>,
 }
@@ -287,8 +294,8 @@ pub struct DataEndpoint {
     pub path: Option<String>,
     /// MAC address of the server's interface for the `packet` transport.
     pub mac: Option<String>,
-    /// The SHA-256 fingerprint (`AB:CD:…`) of the certificate the server's `tls` data path
-    /// presents: the client accepts that certificate and no other.
+    /// The SHA-256 fingerprint (`AB:CD:…`) of the certificate the server's `tls` or `quic`
+    /// data path presents: the client accepts that certificate and no other.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_fingerprint: Option<String>,
 }

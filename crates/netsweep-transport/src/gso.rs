@@ -66,12 +66,46 @@ pub fn segment_len(len: usize, gso: usize, i: usize) -> usize {
 /// Inline, aligned room for one control message with an int (CMSG_SPACE(4) = 24 bytes).
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(8))]
-struct Cmsg([u8; 64]);
+pub struct Cmsg([u8; 64]);
 
 impl Default for Cmsg {
     fn default() -> Self {
         Self([0; 64])
     }
+}
+
+/// One sendmsg of `buf` on the connected socket `fd`, cut by the kernel into `size`-byte
+/// datagrams (the last may be shorter) when it is longer than one; `ctrl` holds the
+/// control message.
+#[inline]
+pub fn send_segmented(fd: RawFd, ctrl: &mut Cmsg, buf: &[u8], size: usize) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain old data; all-zero is an empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if buf.len() > size {
+        msg.msg_control = ctrl.0.as_mut_ptr().cast();
+        // SAFETY: CMSG_* only compute sizes and offsets inside `ctrl` (64 bytes, aligned),
+        // which holds CMSG_SPACE(2); the u16 is written unaligned.
+        unsafe {
+            msg.msg_controllen = libc::CMSG_SPACE(2) as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(2) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size as u16);
+        }
+    }
+    // SAFETY: `msg` points at `iov` (into `buf`) and `ctrl`, live for the call.
+    let rc = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Enables UDP_GRO on `fd` and checks the kernel knows UDP_SEGMENT; the error names the fix.
@@ -138,33 +172,8 @@ impl GsoEndpoint {
     /// One sendmsg of `buf` cut into `size`-byte datagrams by the kernel.
     #[inline]
     fn send_segments(&mut self, buf: &[u8], size: usize) -> io::Result<()> {
-        let mut iov = libc::iovec {
-            iov_base: buf.as_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: msghdr is plain old data; all-zero is an empty header.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        if buf.len() > size {
-            msg.msg_control = self.tx_ctrl.0.as_mut_ptr().cast();
-            // SAFETY: CMSG_* only compute sizes and offsets inside `tx_ctrl` (64 bytes, aligned),
-            // which holds CMSG_SPACE(2); the u16 is written unaligned.
-            unsafe {
-                msg.msg_controllen = libc::CMSG_SPACE(2) as _;
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = SOL_UDP;
-                (*c).cmsg_type = UDP_SEGMENT;
-                (*c).cmsg_len = libc::CMSG_LEN(2) as _;
-                std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size as u16);
-            }
-        }
-        // SAFETY: `msg` points at `iov` (into `buf`) and `tx_ctrl`, live for the call.
-        let rc = unsafe { libc::sendmsg(self.inner.fd, &msg, libc::MSG_NOSIGNAL) };
-        if rc < 0 {
-            return Err(self.refused(io::Error::last_os_error(), size, buf.len() / size));
-        }
-        Ok(())
+        send_segmented(self.inner.fd, &mut self.tx_ctrl, buf, size)
+            .map_err(|e| self.refused(e, size, buf.len() / size))
     }
 
     /// Explains what the kernel refused about a GSO send; other errors pass through as they

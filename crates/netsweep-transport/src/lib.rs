@@ -24,6 +24,7 @@ pub mod mmsg;
 pub mod mpi;
 pub mod mptcp;
 pub mod packet;
+pub mod quic;
 pub mod registry;
 pub mod sendfile;
 pub mod shm;

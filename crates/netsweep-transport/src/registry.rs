@@ -12,7 +12,7 @@
 //! checks and defaults, the server and the conformance tests read it from the table.
 
 use crate::descriptor::{unsupported, Descriptor, Peer};
-use crate::{ip, mpi, mptcp, packet, shm, tls, udplite, unix, xdp};
+use crate::{ip, mpi, mptcp, packet, quic, shm, tls, udplite, unix, xdp};
 use netsweep_endpoint::{CrrConnector, DataListener, Endpoint, Footprint, TransportFactory};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
@@ -25,6 +25,7 @@ use std::time::Duration;
 pub static TRANSPORTS: [&Descriptor; Transport::ALL.len()] = [
     &ip::TCP,
     &tls::TLS,
+    &quic::QUIC,
     &ip::UDP,
     &unix::UNIX_STREAM,
     &unix::UNIX_DGRAM,

@@ -18,6 +18,14 @@ pub const TLS_RECORD: u64 = 16_384;
 /// What a TLS 1.3 record adds to its plaintext: the 5-byte header, the inner content type
 /// and a 16-byte AEAD tag (AES-GCM, ChaCha20-Poly1305).
 pub const TLS_RECORD_OVERHEAD: u64 = 5 + 1 + 16;
+/// The largest UDP payload a `quic` packet fills once path-MTU discovery has probed up to
+/// quinn's default ceiling (1452: an Ethernet MTU of 1500 less IPv6 and UDP headers).
+pub const QUIC_UDP_PAYLOAD: u64 = 1452;
+/// What a 1-RTT `quic` packet carrying one STREAM frame adds to its data: the short header
+/// (flags, an 8-byte connection ID, a 2-byte packet number), the STREAM frame's type,
+/// stream ID, offset and length (1 + 1 + 4 + 2 typical) and the 16-byte AEAD tag. ACK frames
+/// the packet may also carry are not counted.
+pub const QUIC_PACKET_OVERHEAD: u64 = 1 + 8 + 2 + (1 + 1 + 4 + 2) + 16;
 
 /// The link a run crossed: the one that holds the address the client targeted.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +62,18 @@ pub fn wire(transport: Transport, family: Family, mtu: u32, size: u64) -> Option
                 u32::try_from(mtu).ok()?,
                 size + records * TLS_RECORD_OVERHEAD,
             )
+        }
+        Transport::Quic => {
+            let payload = mtu
+                .checked_sub(ip + UDP_HEADER)?
+                .min(QUIC_UDP_PAYLOAD)
+                .checked_sub(QUIC_PACKET_OVERHEAD)
+                .filter(|p| *p > 0)?;
+            let frames = size.div_ceil(payload).max(1);
+            Some((
+                size + frames * (QUIC_PACKET_OVERHEAD + UDP_HEADER + ip + ETHERNET),
+                frames,
+            ))
         }
         Transport::Tcp | Transport::Mptcp => {
             let mss = mtu.checked_sub(ip + TCP_HEADER).filter(|m| *m > 0)?;
@@ -249,6 +269,27 @@ mod tests {
         );
         assert!(goodput_limit(1e8, 1500, &spec(Transport::Tcp, Pattern::Pingpong), 1).is_none());
         assert!(wire(Transport::UnixStream, Family::Ipv4, 1500, 10).is_none());
+    }
+
+    #[test]
+    fn a_quic_message_is_cut_into_packets_of_the_udp_payload_ceiling() {
+        // 1452-byte UDP payloads less 35 bytes of header, frame and tag: 1417 bytes of data.
+        assert_eq!(QUIC_UDP_PAYLOAD - QUIC_PACKET_OVERHEAD, 1417);
+        let per = QUIC_PACKET_OVERHEAD + UDP_HEADER + 20 + ETHERNET;
+        assert_eq!(
+            wire(Transport::Quic, Family::Ipv4, 1500, 1),
+            Some((1 + per, 1))
+        );
+        assert_eq!(
+            wire(Transport::Quic, Family::Ipv4, 1500, 1418),
+            Some((1418 + 2 * per, 2))
+        );
+        // A 1280-byte IPv6 link leaves 1232 bytes of UDP payload, under the ceiling.
+        assert_eq!(
+            wire(Transport::Quic, Family::Ipv6, 1280, 1197),
+            Some((1197 + QUIC_PACKET_OVERHEAD + UDP_HEADER + 40 + ETHERNET, 1))
+        );
+        assert_eq!(wire(Transport::Quic, Family::Ipv4, 60, 10), None);
     }
 
     #[test]

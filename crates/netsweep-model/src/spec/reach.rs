@@ -23,6 +23,7 @@ impl Transport {
         match self {
             Transport::Tcp
             | Transport::Tls
+            | Transport::Quic
             | Transport::Udp
             | Transport::Mptcp
             | Transport::Udplite => Reach::Network,

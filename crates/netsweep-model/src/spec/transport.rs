@@ -13,6 +13,9 @@ pub enum Transport {
     Tcp,
     /// TLS 1.3 over TCP: records encrypted in user space (rustls), the TCP socket under them.
     Tls,
+    /// QUIC v1 (RFC 9000) over UDP: streams, loss recovery, congestion control and TLS 1.3
+    /// in user space (quinn-proto with rustls), a byte stream per connection.
+    Quic,
     /// UDP over IPv4 or IPv6.
     Udp,
     /// Unix SOCK_STREAM: a byte stream between two processes on one host.
@@ -42,9 +45,10 @@ pub enum Transport {
 
 impl Transport {
     /// Every transport this build knows, in listing order.
-    pub const ALL: [Transport; 12] = [
+    pub const ALL: [Transport; 13] = [
         Transport::Tcp,
         Transport::Tls,
+        Transport::Quic,
         Transport::Udp,
         Transport::UnixStream,
         Transport::UnixDgram,
@@ -62,6 +66,7 @@ impl Transport {
         match self {
             Transport::Tcp => "tcp",
             Transport::Tls => "tls",
+            Transport::Quic => "quic",
             Transport::Udp => "udp",
             Transport::UnixStream => "unix-stream",
             Transport::UnixDgram => "unix-dgram",

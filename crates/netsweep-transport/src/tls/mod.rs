@@ -95,21 +95,25 @@ impl DataListener for TlsListener {
     }
 }
 
-fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>> {
+/// The certificate fingerprint the session announced for a `tls` or `quic` data path.
+pub fn announced(p: &Peer<'_>) -> io::Result<String> {
     let want = p.data.tls_fingerprint.clone().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            "the server announced no certificate for its tls data path (an older netsweep?): \
-             upgrade it, or use -t tcp",
+            "the server announced no certificate for its tls or quic data path (an older \
+             netsweep?): upgrade it, or use -t tcp or -t udp",
         )
     })?;
-    let want = identity::parse_pin(&want).map_err(|e| {
+    identity::parse_pin(&want).map_err(|e| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!("the server's announced certificate: {e}"),
         )
-    })?;
-    let config = pin::client_config(want).map_err(io::Error::other)?;
+    })
+}
+
+fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>> {
+    let config = pin::client_config(announced(p)?).map_err(io::Error::other)?;
     let deadline = Instant::now() + p.timeout;
     let conn = ip::stream_connect(Transport::Tcp, p.addr(), p.knobs, cookie, p.timeout)?;
     Ok(Box::new(TlsEndpoint::client(conn, config, deadline)?))

@@ -38,6 +38,7 @@ const UNPRIVILEGED: &[(Transport, &[Api])] = &[
         ],
     ),
     (Transport::Tls, &[Api::Basic]),
+    (Transport::Quic, &[Api::Basic]),
     (
         Transport::Udp,
         &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring, Api::Gso],

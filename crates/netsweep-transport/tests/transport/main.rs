@@ -4,5 +4,6 @@ mod common;
 
 mod conformance;
 mod knobs_and_apis;
+mod quic;
 mod tls;
 mod uring_shm;

@@ -1,0 +1,284 @@
+//! `quic`: QUIC v1 (RFC 9000) over UDP — streams, loss recovery, congestion control and the
+//! TLS 1.3 handshake all in this process (quinn-proto, rustls on ring), driven on the
+//! thread that sends or receives. One connection per session, its messages on one
+//! bidirectional stream the client opens; the client's first bytes on it are the session
+//! cookie. The server binds one UDP socket per session, answers only the session's control
+//! peer (other sources are ignored and counted), presents the process's TLS identity (the
+//! fingerprint the session announced; `--tls-pin` holds it to the operator's), and holds
+//! packets to the 3× anti-amplification limit until the client's address is validated
+//! (quinn-proto enforces RFC 9000 §8.1).
+
+pub mod config;
+pub mod driver;
+pub mod endpoint;
+pub mod linger;
+
+use crate::descriptor::{probe_socket, Descriptor, Peer, MESSAGES};
+use crate::ip::{self, same_ip};
+use crate::knobs::{self, Knob};
+use crate::tls::identity::{self, SERVER_NAME};
+use crate::{cookie, tls};
+use driver::{wait_readable, Driver};
+use endpoint::QuicEndpoint;
+use netsweep_endpoint::{DataListener, Endpoint, Footprint};
+use netsweep_model::spec::{Api, Transport};
+use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
+use quinn_proto::{DatagramEvent, Dir, StreamId};
+use socket2::{SockAddr, Socket};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// The knobs of a `quic` socket: IP's (its buffers, TOS, priority, busy polling).
+pub const QUIC_KNOBS: &[Knob] = &[
+    Knob::Sndbuf,
+    Knob::Rcvbuf,
+    Knob::Tos,
+    Knob::BusyPoll,
+    Knob::Priority,
+];
+
+/// `quic`: QUIC v1 in user space over the kernel's UDP.
+pub static QUIC: Descriptor = Descriptor {
+    transport: Transport::Quic,
+    family: None,
+    default_ceiling: 8 << 20,
+    max_message: None,
+    apis: &[Api::Basic],
+    patterns: MESSAGES,
+    knobs: QUIC_KNOBS,
+    polls: false,
+    probe,
+    listen,
+    footprint,
+    connect,
+    crr: None,
+};
+
+fn probe() -> Result<Option<socket2::Socket>, String> {
+    config::server()?;
+    probe_socket(Transport::Quic, || {
+        ip::open(Transport::Udp, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    })
+}
+
+/// What one session's connection holds: the send window's data, one stream's receive
+/// window, and the datagram buffers.
+fn footprint(_: &SessionSetup) -> Footprint {
+    Footprint {
+        memory: config::SEND_WINDOW + u64::from(config::STREAM_WINDOW) + 3 * 65_536,
+        tmpfs: 0,
+    }
+}
+
+/// How long a client has, from its first packet, to finish the handshake and present the
+/// cookie.
+const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Opens a UDP socket for `quic` on `bind` (port 0: the kernel's choice), its knobs applied,
+/// packets sent whole (don't fragment: path-MTU discovery probes with them).
+fn socket(bind: SocketAddr, k: &Knobs) -> io::Result<(Socket, Vec<String>)> {
+    let sock = ip::open(Transport::Udp, bind.ip())?;
+    let notes = knobs::apply(&sock, k, Transport::Quic, bind.is_ipv6())?;
+    dont_fragment(&sock, bind.is_ipv6())?;
+    sock.bind(&SockAddr::from(bind))?;
+    Ok((sock, notes))
+}
+
+/// IP_PMTUDISC_PROBE: the DF bit set, the kernel's path-MTU cache ignored (QUIC finds the
+/// path's size itself), as quinn's own UDP layer does.
+fn dont_fragment(sock: &Socket, v6: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (level, name, value) = if v6 {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_PROBE,
+        )
+    } else {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_PROBE,
+        )
+    };
+    // SAFETY: a c_int option value of its size on a valid socket.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn listen(
+    setup: &SessionSetup,
+    bind: IpAddr,
+    peer: IpAddr,
+    _api: Api,
+) -> io::Result<Box<dyn DataListener>> {
+    let server = config::server().map_err(io::Error::other)?;
+    let id = identity::server().map_err(io::Error::other)?;
+    let (sock, notes) = socket(SocketAddr::new(bind, 0), &setup.server_knobs)?;
+    let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
+    Ok(Box::new(QuicListener {
+        sock: Some((sock, notes)),
+        knobs: setup.server_knobs.clone(),
+        port,
+        peer,
+        server,
+        fingerprint: id.fingerprint.clone(),
+    }))
+}
+
+/// The server's `quic` data socket for one session, waiting for its client's handshake.
+#[derive(Debug)]
+struct QuicListener {
+    sock: Option<(Socket, Vec<String>)>,
+    knobs: Knobs,
+    port: u16,
+    peer: IpAddr,
+    server: std::sync::Arc<quinn_proto::ServerConfig>,
+    fingerprint: String,
+}
+
+impl DataListener for QuicListener {
+    fn endpoint(&self) -> DataEndpoint {
+        DataEndpoint {
+            port: self.port,
+            tls_fingerprint: Some(self.fingerprint.clone()),
+            ..Default::default()
+        }
+    }
+
+    fn accept(&mut self, want: u64, timeout: Duration) -> io::Result<Box<dyn Endpoint>> {
+        let (sock, notes) = self
+            .sock
+            .take()
+            .ok_or_else(|| io::Error::other("the quic data socket was already handed out"))?;
+        let deadline = Instant::now() + timeout;
+        let mut ep =
+            quinn_proto::Endpoint::new(config::endpoint(), Some(self.server.clone()), true, None);
+        let mut strangers = 0u64;
+        let mut resp = Vec::new();
+        let mut rx = bytes::BytesMut::new();
+        let (handle, conn, from) = loop {
+            let left = cookie::left(deadline, "the client's QUIC handshake")?;
+            if !wait_readable(&sock, left)? {
+                continue;
+            }
+            let (data, from) = match driver::recv_datagram(&sock, &mut rx) {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
+                Err(e) if cookie::is_wait(&e) => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e),
+            };
+            if !same_ip(from.ip(), self.peer) {
+                strangers += 1;
+                continue;
+            }
+            resp.clear();
+            match ep.handle(Instant::now(), from, None, None, data, &mut resp) {
+                Some(DatagramEvent::NewConnection(incoming)) => {
+                    match ep.accept(incoming, Instant::now(), &mut resp, None) {
+                        Ok((h, c)) => break (h, c, from),
+                        Err(e) => {
+                            if let Some(t) = e.response {
+                                let _ = sock.send_to(&resp[..t.size], &SockAddr::from(from));
+                            }
+                        }
+                    }
+                }
+                Some(DatagramEvent::Response(t)) => {
+                    let _ = sock.send_to(&resp[..t.size], &SockAddr::from(from));
+                }
+                _ => {}
+            }
+        };
+        // From here on the socket hears only this client (and the kernel drops the rest).
+        sock.connect(&SockAddr::from(from))?;
+        let v6 = from.is_ipv6();
+        let mut granted = knobs::granted(&sock, &self.knobs, Transport::Quic, v6, notes);
+        if strangers > 0 {
+            granted.notes.push(format!(
+                "{strangers} datagram(s) to the data port from addresses other than the \
+                 client's ({}) were ignored",
+                self.peer
+            ));
+        }
+        let mut d = Driver::new(sock, ep, handle, conn);
+        let by = (Instant::now() + HANDSHAKE_WITHIN).min(deadline);
+        d.until(by, "the QUIC handshake", |d| d.connected)?;
+        let mut stream = None;
+        d.until(by, "the client's QUIC stream", |d| {
+            stream = d.conn.streams().accept(Dir::Bi);
+            stream.is_some()
+        })?;
+        let stream = stream.ok_or_else(|| io::Error::other("no QUIC stream"))?;
+        let mut got = [0u8; cookie::LEN];
+        let mut have = 0;
+        let mut ep = QuicEndpoint::new(d, stream, granted, Some(&self.fingerprint))?;
+        ep.set_recv_timeout(Some(cookie::left(by, "the client's session cookie")?))?;
+        while have < got.len() {
+            match ep.recv(&mut got[have..])? {
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the QUIC client closed its stream before its session cookie",
+                    ))
+                }
+                n => have += n,
+            }
+        }
+        if got != want.to_be_bytes() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the QUIC client presented another session's cookie",
+            ));
+        }
+        ep.set_recv_timeout(None)?;
+        Ok(Box::new(ep))
+    }
+}
+
+fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>> {
+    let want = tls::announced(p)?;
+    let config = config::client(want).map_err(io::Error::other)?;
+    let server = p.addr();
+    let any: IpAddr = if server.is_ipv4() {
+        IpAddr::from([0u8; 4])
+    } else {
+        IpAddr::from([0u16; 8])
+    };
+    let (sock, notes) = socket(SocketAddr::new(any, 0), p.knobs)?;
+    sock.connect(&SockAddr::from(server))?;
+    let granted = knobs::granted(&sock, p.knobs, Transport::Quic, server.is_ipv6(), notes);
+    let mut ep = quinn_proto::Endpoint::new(config::endpoint(), None, true, None);
+    let (handle, conn) = ep
+        .connect(Instant::now(), config, server, SERVER_NAME)
+        .map_err(|e| io::Error::other(format!("QUIC connect: {e}")))?;
+    let mut d = Driver::new(sock, ep, handle, conn);
+    let deadline = Instant::now() + p.timeout.min(HANDSHAKE_WITHIN);
+    d.until(deadline, "the QUIC handshake", |d| d.connected)?;
+    let stream: StreamId = d
+        .conn
+        .streams()
+        .open(Dir::Bi)
+        .ok_or_else(|| io::Error::other("the QUIC server allows no stream"))?;
+    let mut ep = QuicEndpoint::new(d, stream, granted, None)?;
+    let c = cookie.to_be_bytes();
+    let mut sent = 0;
+    while sent < c.len() {
+        sent += ep.send(&c[sent..])?;
+    }
+    Ok(Box::new(ep))
+}
