@@ -3,9 +3,12 @@
 //! 3× anti-amplification limit before the client's address is validated.
 
 use crate::common::*;
-use netsweep_endpoint::{recv_message, send_message};
+use netsweep_endpoint::{recv_message, send_message, DataListener, TransportFactory};
 use netsweep_model::spec::{Api, Pattern, Transport};
 use netsweep_proto::messages::Knobs;
+use netsweep_transport::{quic, Registry};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
 
 #[test]
 fn a_megabyte_each_way_round_trips() {
@@ -40,4 +43,165 @@ fn a_megabyte_each_way_round_trips() {
         }
         srv = h.join().unwrap();
     }
+}
+
+/// A genuine QUIC client's first datagram (an Initial padded to 1200 bytes, RFC 9000
+/// §14.1) toward `port`, made by quinn-proto as a client would, for a certificate `fp`.
+fn first_initial(port: u16, fp: &str) -> Vec<u8> {
+    let to: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut ep = quinn_proto::Endpoint::new(quic::config::endpoint(), None, true, None);
+    let config = quic::config::client(fp.to_string()).unwrap();
+    let (_, mut conn) = ep.connect(Instant::now(), config, to, "netsweep").unwrap();
+    let mut buf = Vec::new();
+    let t = conn.poll_transmit(Instant::now(), 1, &mut buf).unwrap();
+    buf.truncate(t.size);
+    assert!(buf.len() >= 1200, "an Initial is padded: {}", buf.len());
+    buf
+}
+
+/// Everything that arrives on `sock` for `window`: (datagrams, bytes).
+fn collect(sock: &UdpSocket, window: Duration) -> (u64, u64) {
+    let end = Instant::now() + window;
+    let (mut n, mut bytes) = (0, 0);
+    let mut b = [0u8; 65536];
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        if let Ok(len) = sock.recv(&mut b) {
+            n += 1;
+            bytes += len as u64;
+        }
+    }
+    (n, bytes)
+}
+
+fn listener(peer: IpAddr) -> (Box<dyn DataListener>, u16, String) {
+    let s = setup(
+        Transport::Quic,
+        Api::Basic,
+        Pattern::Pingpong,
+        1024,
+        &Knobs::default(),
+    );
+    let l = Registry
+        .listen(&s, IpAddr::from([127, 0, 0, 1]), peer)
+        .unwrap();
+    let data = l.endpoint();
+    let fp = data
+        .tls_fingerprint
+        .clone()
+        .expect("a quic listener announces its certificate");
+    (l, data.port, fp)
+}
+
+/// A client that sends one Initial and never answers gets at most three times its bytes
+/// back, however long the server waits (RFC 9000 §8.1: before its address is validated a
+/// server sends no more than 3× what it received) — and the server does answer, or the
+/// check would pass on silence; its accept ends at its deadline.
+#[test]
+fn an_unvalidated_client_gets_at_most_three_times_its_bytes() {
+    let lo = IpAddr::from([127, 0, 0, 1]);
+    let (mut l, port, fp) = listener(lo);
+    let h = std::thread::spawn(move || {
+        let t = Instant::now();
+        let r = l.accept(cookie(), Duration::from_secs(3));
+        (r.map(|_| ()), t.elapsed())
+    });
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    let initial = first_initial(port, &fp);
+    sock.send(&initial).unwrap();
+    // The server's first flight, then its probe timeouts' resends (1 s initial RTT guess:
+    // several fall in the window).
+    let (datagrams, bytes) = collect(&sock, Duration::from_millis(3500));
+    eprintln!("answered {datagrams} datagrams, {bytes} bytes, to {} bytes", initial.len());
+    assert!(datagrams > 0, "the server answered the Initial");
+    assert!(
+        bytes <= 3 * initial.len() as u64,
+        "{bytes} bytes in {datagrams} datagrams answered one of {} bytes",
+        initial.len()
+    );
+    let (r, took) = h.join().unwrap();
+    let e = r.expect_err("no handshake finished");
+    assert!(
+        took < Duration::from_secs(9),
+        "accept ended at its deadline ({took:?}): {e}"
+    );
+}
+
+/// The server answers only the session's control peer: an Initial from another address
+/// gets nothing back, and the session's accept times out instead of taking it.
+#[test]
+fn an_initial_from_another_address_is_ignored() {
+    let (mut l, port, fp) = listener(IpAddr::from([127, 0, 0, 2]));
+    let h = std::thread::spawn(move || l.accept(cookie(), Duration::from_millis(1500)).map(|_| ()));
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", port)).unwrap();
+    sock.send(&first_initial(port, &fp)).unwrap();
+    assert_eq!(collect(&sock, Duration::from_millis(1000)), (0, 0));
+    let e = h
+        .join()
+        .unwrap()
+        .expect_err("no client of this session came");
+    assert!(cookie_wait(&e), "{e}");
+}
+
+fn cookie_wait(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
+}
+
+/// Once its session's client is connected, the server's socket hears no one else: a second
+/// client's Initial gets no answer, and the session goes on.
+#[test]
+fn a_second_connection_to_a_session_gets_no_answer() {
+    let s = setup(
+        Transport::Quic,
+        Api::Basic,
+        Pattern::Pingpong,
+        1024,
+        &Knobs::default(),
+    );
+    let lo = IpAddr::from([127, 0, 0, 1]);
+    let mut l = Registry.listen(&s, lo, lo).unwrap();
+    let data = l.endpoint();
+    let fp = data.tls_fingerprint.clone().unwrap();
+    let c = cookie();
+    let h = std::thread::spawn(move || l.accept(c, TIMEOUT));
+    let mut client = Registry
+        .connect(&s, &Knobs::default(), lo, &data, c, TIMEOUT)
+        .unwrap();
+    let mut server = h.join().unwrap().unwrap();
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.connect(("127.0.0.1", data.port)).unwrap();
+    sock.send(&first_initial(data.port, &fp)).unwrap();
+    assert_eq!(collect(&sock, Duration::from_millis(500)), (0, 0));
+    send_message(client.as_mut(), b"still here").unwrap();
+    let mut b = [0u8; 10];
+    server.set_recv_timeout(Some(TIMEOUT)).unwrap();
+    recv_message(server.as_mut(), &mut b).unwrap();
+    assert_eq!(&b, b"still here");
+}
+
+/// A client presenting another session's cookie is refused by name.
+#[test]
+fn another_sessions_cookie_is_refused() {
+    let s = setup(
+        Transport::Quic,
+        Api::Basic,
+        Pattern::Pingpong,
+        1024,
+        &Knobs::default(),
+    );
+    let lo = IpAddr::from([127, 0, 0, 1]);
+    let mut l = Registry.listen(&s, lo, lo).unwrap();
+    let data = l.endpoint();
+    let c = cookie();
+    let h = std::thread::spawn(move || l.accept(c, TIMEOUT).map(|_| ()));
+    let _client = Registry.connect(&s, &Knobs::default(), lo, &data, c ^ 1, TIMEOUT);
+    let e = h.join().unwrap().expect_err("the wrong cookie is refused");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    assert!(e.to_string().contains("cookie"), "{e}");
 }
