@@ -52,32 +52,52 @@ pub fn endpoint() -> Arc<EndpointConfig> {
     Arc::new(EndpointConfig::default())
 }
 
-/// The server's configuration, made once per process from its identity.
+/// The server's configuration for netsweep's sessions (one stream per connection), made
+/// once per process from its identity.
 pub fn server() -> Result<Arc<ServerConfig>, String> {
     static SERVER: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
+    SERVER.get_or_init(|| server_for(ALPN, 1)).clone()
+}
+
+/// The server's configuration for the QUIC performance protocol (`perf.rs`): up to
+/// [`PERF_STREAMS`] requests at once.
+pub fn perf_server() -> Result<Arc<ServerConfig>, String> {
+    static SERVER: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
     SERVER
-        .get_or_init(|| {
-            let id = identity::server()?;
-            let mut tls = (*id.config).clone();
-            tls.alpn_protocols = vec![ALPN.to_vec()];
-            tls.max_early_data_size = 0;
-            let crypto = QuicServerConfig::try_from(tls)
-                .map_err(|e| format!("QUIC with the server's TLS identity: {e}"))?;
-            let mut c = ServerConfig::with_crypto(Arc::new(crypto));
-            c.transport_config(transport(1))
-                .migration(false)
-                .max_incoming(MAX_INCOMING)
-                .incoming_buffer_size(INCOMING_BUFFER)
-                .incoming_buffer_size_total(INCOMING_BUFFER * MAX_INCOMING as u64);
-            Ok(Arc::new(c))
-        })
+        .get_or_init(|| server_for(PERF_ALPN, PERF_STREAMS))
         .clone()
+}
+
+/// The application protocol of the QUIC performance protocol (`perf.rs`).
+pub const PERF_ALPN: &[u8] = b"perf";
+/// Requests a `perf` client may have open at once.
+pub const PERF_STREAMS: u32 = 100;
+
+fn server_for(alpn: &[u8], streams: u32) -> Result<Arc<ServerConfig>, String> {
+    let id = identity::server()?;
+    let mut tls = (*id.config).clone();
+    tls.alpn_protocols = vec![alpn.to_vec()];
+    tls.max_early_data_size = 0;
+    let crypto = QuicServerConfig::try_from(tls)
+        .map_err(|e| format!("QUIC with the server's TLS identity: {e}"))?;
+    let mut c = ServerConfig::with_crypto(Arc::new(crypto));
+    c.transport_config(transport(streams))
+        .migration(false)
+        .max_incoming(MAX_INCOMING)
+        .incoming_buffer_size(INCOMING_BUFFER)
+        .incoming_buffer_size_total(INCOMING_BUFFER * MAX_INCOMING as u64);
+    Ok(Arc::new(c))
 }
 
 /// The client's configuration: it accepts the certificate `want` (`AB:CD:…`) and no other.
 pub fn client(want: String) -> Result<ClientConfig, String> {
+    client_for(want, ALPN)
+}
+
+/// [`client`] naming the application protocol `alpn`.
+pub fn client_for(want: String, alpn: &[u8]) -> Result<ClientConfig, String> {
     let mut tls = Arc::unwrap_or_clone(pin::client_config(want)?);
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    tls.alpn_protocols = vec![alpn.to_vec()];
     let crypto =
         QuicClientConfig::try_from(tls).map_err(|e| format!("QUIC with TLS 1.3 on ring: {e}"))?;
     let mut c = ClientConfig::new(Arc::new(crypto));

@@ -3,7 +3,11 @@
 //! makes them, datagrams in as they arrive, timers when they fire, and every wait bounded
 //! by a deadline. A second connection arriving on the socket is refused.
 
+use crate::ip;
+use crate::knobs;
 use bytes::BytesMut;
+use netsweep_model::spec::Transport;
+use netsweep_proto::messages::Knobs;
 use quinn_proto::{
     Connection, ConnectionError, ConnectionHandle, DatagramEvent, Endpoint, Event, Transmit,
 };
@@ -228,6 +232,59 @@ impl Driver {
     }
 }
 
+/// A server's first connection on `sock`: waits until `deadline` for a client's Initial
+/// from `peer` (any address when `None`; others are ignored and counted), accepts it and
+/// connects the socket to that client. Returns the endpoint, the connection, the client's
+/// address and how many datagrams came from elsewhere.
+pub fn first_connection(
+    sock: &Socket,
+    server: std::sync::Arc<quinn_proto::ServerConfig>,
+    peer: Option<std::net::IpAddr>,
+    deadline: Instant,
+) -> io::Result<(Endpoint, ConnectionHandle, Connection, SocketAddr, u64)> {
+    let mut ep = Endpoint::new(super::config::endpoint(), Some(server), true, None);
+    let mut strangers = 0u64;
+    let mut resp = Vec::new();
+    let mut rx = BytesMut::new();
+    loop {
+        let left = crate::cookie::left(deadline, "the client's QUIC handshake")?;
+        if !wait_readable(sock, left)? {
+            continue;
+        }
+        let (data, from) = match recv_datagram(sock, &mut rx) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) if crate::cookie::is_wait(&e) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(e),
+        };
+        if peer.is_some_and(|p| !ip::same_ip(from.ip(), p)) {
+            strangers += 1;
+            continue;
+        }
+        resp.clear();
+        let now = Instant::now();
+        let t = match ep.handle(now, from, None, None, data, &mut resp) {
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                match ep.accept(incoming, now, &mut resp, None) {
+                    Ok((h, c)) => {
+                        // From here on the socket hears only this client (the kernel drops
+                        // the rest).
+                        sock.connect(&SockAddr::from(from))?;
+                        return Ok((ep, h, c, from, strangers));
+                    }
+                    Err(e) => e.response,
+                }
+            }
+            Some(DatagramEvent::Response(t)) => Some(t),
+            _ => None,
+        };
+        if let Some(t) = t {
+            send_to(sock, from, &resp[..t.size])?;
+        }
+    }
+}
+
 /// Reads one datagram that has arrived, without waiting: `None` when none has. The data
 /// is split off `rx`, whose allocation the next datagrams reuse once it is handled.
 pub fn recv_datagram(
@@ -254,6 +311,49 @@ pub fn recv_datagram(
         }
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// Opens a UDP socket for `quic` on `bind` (port 0: the kernel's choice), its knobs applied,
+/// packets sent whole (don't fragment: path-MTU discovery probes with them).
+pub fn socket(bind: SocketAddr, k: &Knobs) -> io::Result<(Socket, Vec<String>)> {
+    let sock = ip::open(Transport::Udp, bind.ip())?;
+    let notes = knobs::apply(&sock, k, Transport::Quic, bind.is_ipv6())?;
+    dont_fragment(&sock, bind.is_ipv6())?;
+    sock.bind(&SockAddr::from(bind))?;
+    Ok((sock, notes))
+}
+
+/// IP_PMTUDISC_PROBE: the DF bit set, the kernel's path-MTU cache ignored (QUIC finds the
+/// path's size itself), as quinn's own UDP layer does.
+fn dont_fragment(sock: &Socket, v6: bool) -> io::Result<()> {
+    let (level, name, value) = if v6 {
+        (
+            libc::IPPROTO_IPV6,
+            libc::IPV6_MTU_DISCOVER,
+            libc::IPV6_PMTUDISC_PROBE,
+        )
+    } else {
+        (
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_PROBE,
+        )
+    };
+    // SAFETY: a c_int option value of its size on a valid socket.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -12,18 +12,19 @@ pub mod config;
 pub mod driver;
 pub mod endpoint;
 pub mod linger;
+pub mod perf;
 
 use crate::descriptor::{probe_socket, Descriptor, Peer, MESSAGES};
-use crate::ip::{self, same_ip};
+use crate::ip;
 use crate::knobs::{self, Knob};
 use crate::tls::identity::{self, SERVER_NAME};
 use crate::{cookie, tls};
-use driver::{wait_readable, Driver};
+use driver::Driver;
 use endpoint::QuicEndpoint;
 use netsweep_endpoint::{DataListener, Endpoint, Footprint};
 use netsweep_model::spec::{Api, Transport};
 use netsweep_proto::messages::{DataEndpoint, Knobs, SessionSetup};
-use quinn_proto::{DatagramEvent, Dir, StreamId};
+use quinn_proto::{Dir, StreamId};
 use socket2::{SockAddr, Socket};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -75,50 +76,6 @@ fn footprint(_: &SessionSetup) -> Footprint {
 /// cookie.
 const HANDSHAKE_WITHIN: Duration = Duration::from_secs(5);
 
-/// Opens a UDP socket for `quic` on `bind` (port 0: the kernel's choice), its knobs applied,
-/// packets sent whole (don't fragment: path-MTU discovery probes with them).
-fn socket(bind: SocketAddr, k: &Knobs) -> io::Result<(Socket, Vec<String>)> {
-    let sock = ip::open(Transport::Udp, bind.ip())?;
-    let notes = knobs::apply(&sock, k, Transport::Quic, bind.is_ipv6())?;
-    dont_fragment(&sock, bind.is_ipv6())?;
-    sock.bind(&SockAddr::from(bind))?;
-    Ok((sock, notes))
-}
-
-/// IP_PMTUDISC_PROBE: the DF bit set, the kernel's path-MTU cache ignored (QUIC finds the
-/// path's size itself), as quinn's own UDP layer does.
-fn dont_fragment(sock: &Socket, v6: bool) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let (level, name, value) = if v6 {
-        (
-            libc::IPPROTO_IPV6,
-            libc::IPV6_MTU_DISCOVER,
-            libc::IPV6_PMTUDISC_PROBE,
-        )
-    } else {
-        (
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_PROBE,
-        )
-    };
-    // SAFETY: a c_int option value of its size on a valid socket.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 fn listen(
     setup: &SessionSetup,
     bind: IpAddr,
@@ -127,7 +84,7 @@ fn listen(
 ) -> io::Result<Box<dyn DataListener>> {
     let server = config::server().map_err(io::Error::other)?;
     let id = identity::server().map_err(io::Error::other)?;
-    let (sock, notes) = socket(SocketAddr::new(bind, 0), &setup.server_knobs)?;
+    let (sock, notes) = driver::socket(SocketAddr::new(bind, 0), &setup.server_knobs)?;
     let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
     Ok(Box::new(QuicListener {
         sock: Some((sock, notes)),
@@ -165,47 +122,9 @@ impl DataListener for QuicListener {
             .take()
             .ok_or_else(|| io::Error::other("the quic data socket was already handed out"))?;
         let deadline = Instant::now() + timeout;
-        let mut ep =
-            quinn_proto::Endpoint::new(config::endpoint(), Some(self.server.clone()), true, None);
-        let mut strangers = 0u64;
-        let mut resp = Vec::new();
-        let mut rx = bytes::BytesMut::new();
-        let (handle, conn, from) = loop {
-            let left = cookie::left(deadline, "the client's QUIC handshake")?;
-            if !wait_readable(&sock, left)? {
-                continue;
-            }
-            let (data, from) = match driver::recv_datagram(&sock, &mut rx) {
-                Ok(Some(r)) => r,
-                Ok(None) => continue,
-                Err(e) if cookie::is_wait(&e) => continue,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(e),
-            };
-            if !same_ip(from.ip(), self.peer) {
-                strangers += 1;
-                continue;
-            }
-            resp.clear();
-            match ep.handle(Instant::now(), from, None, None, data, &mut resp) {
-                Some(DatagramEvent::NewConnection(incoming)) => {
-                    match ep.accept(incoming, Instant::now(), &mut resp, None) {
-                        Ok((h, c)) => break (h, c, from),
-                        Err(e) => {
-                            if let Some(t) = e.response {
-                                let _ = sock.send_to(&resp[..t.size], &SockAddr::from(from));
-                            }
-                        }
-                    }
-                }
-                Some(DatagramEvent::Response(t)) => {
-                    let _ = sock.send_to(&resp[..t.size], &SockAddr::from(from));
-                }
-                _ => {}
-            }
-        };
-        // From here on the socket hears only this client (and the kernel drops the rest).
-        sock.connect(&SockAddr::from(from))?;
+        let first =
+            driver::first_connection(&sock, self.server.clone(), Some(self.peer), deadline)?;
+        let (ep, handle, conn, from, strangers) = first;
         let v6 = from.is_ipv6();
         let mut granted = knobs::granted(&sock, &self.knobs, Transport::Quic, v6, notes);
         if strangers > 0 {
@@ -259,7 +178,7 @@ fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>
     } else {
         IpAddr::from([0u16; 8])
     };
-    let (sock, notes) = socket(SocketAddr::new(any, 0), p.knobs)?;
+    let (sock, notes) = driver::socket(SocketAddr::new(any, 0), p.knobs)?;
     sock.connect(&SockAddr::from(server))?;
     let granted = knobs::granted(&sock, p.knobs, Transport::Quic, server.is_ipv6(), notes);
     let mut ep = quinn_proto::Endpoint::new(config::endpoint(), None, true, None);

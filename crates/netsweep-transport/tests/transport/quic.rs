@@ -114,7 +114,10 @@ fn an_unvalidated_client_gets_at_most_three_times_its_bytes() {
     // The server's first flight, then its probe timeouts' resends (1 s initial RTT guess:
     // several fall in the window).
     let (datagrams, bytes) = collect(&sock, Duration::from_millis(3500));
-    eprintln!("answered {datagrams} datagrams, {bytes} bytes, to {} bytes", initial.len());
+    eprintln!(
+        "answered {datagrams} datagrams, {bytes} bytes, to {} bytes",
+        initial.len()
+    );
     assert!(datagrams > 0, "the server answered the Initial");
     assert!(
         bytes <= 3 * initial.len() as u64,
@@ -204,4 +207,101 @@ fn another_sessions_cookie_is_refused() {
     let e = h.join().unwrap().expect_err("the wrong cookie is refused");
     assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
     assert!(e.to_string().contains("cookie"), "{e}");
+}
+
+/// Debian's python3, the interpreter ./run-tests installs aioquic for.
+const PYTHON: &str = "/usr/bin/python3";
+
+/// aioquic_perf.py with aioquic (PyPI) importable from where ./run-tests installs it
+/// (`pip install --target target/pydeps`, or `NETSWEEP_PYDEPS`).
+fn aioquic() -> std::process::Command {
+    let deps = std::env::var("NETSWEEP_PYDEPS").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/pydeps").to_string()
+    });
+    let ok = std::process::Command::new(PYTHON)
+        .env("PYTHONPATH", &deps)
+        .args(["-c", "import aioquic"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "aioquic is not importable from {deps}: ./run-tests installs it (python3 -m pip \
+         install --target target/pydeps aioquic==1.2.0)"
+    );
+    let mut c = std::process::Command::new(PYTHON);
+    c.env("PYTHONPATH", deps).arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/peers/aioquic_perf.py"
+    ));
+    c
+}
+
+/// Both directions against aioquic, a QUIC stack netsweep did not write, in the QUIC
+/// performance protocol: netsweep's client fetches 8 MB (after a 100 kB upload) from
+/// aioquic's server, pinning the certificate aioquic made; aioquic's client fetches 8 MB
+/// from netsweep's server and reports the certificate netsweep presented.
+#[test]
+#[ignore = "needs aioquic (PyPI) and python3: ./run-tests installs it and runs this"]
+fn interoperates_with_aioquic_both_ways() {
+    const SIZE: u64 = 8_000_000;
+    // netsweep → aioquic.
+    let mut srv = aioquic()
+        .args(["server", "127.0.0.1", "20"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(srv.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    let port = v["port"].as_u64().unwrap() as u16;
+    let fp = v["certificate"].as_str().unwrap().to_string();
+    let r = quic::perf::fetch(
+        ([127, 0, 0, 1], port).into(),
+        fp.clone(),
+        SIZE,
+        100_000,
+        Duration::from_secs(20),
+    );
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let got = r.expect("netsweep fetched from aioquic");
+    assert_eq!(got.received, SIZE, "{got:?}");
+    assert_eq!(got.certificate, fp);
+    eprintln!(
+        "netsweep ← aioquic: {SIZE} B in {:?} ({:.0} Mbit/s), handshake {:?}",
+        got.transfer,
+        SIZE as f64 * 8.0 / got.transfer.as_secs_f64() / 1e6,
+        got.handshake
+    );
+
+    // aioquic → netsweep.
+    let (sock, _) = quic::driver::socket(([127, 0, 0, 1], 0).into(), &Knobs::default()).unwrap();
+    let port = sock.local_addr().unwrap().as_socket().unwrap().port();
+    let server = std::thread::spawn(move || {
+        quic::perf::serve(sock, None, Instant::now() + Duration::from_secs(30))
+    });
+    let out = aioquic()
+        .args(["client", "127.0.0.1", &port.to_string(), &SIZE.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let served = server.join().unwrap().expect("netsweep served aioquic");
+    assert_eq!(v["received"].as_u64(), Some(SIZE), "{v}");
+    assert_eq!((served.requests, served.sent), (1, SIZE), "{served:?}");
+    let ours = netsweep_transport::tls::identity::server().unwrap();
+    assert_eq!(v["certificate"].as_str(), Some(ours.fingerprint.as_str()));
+    eprintln!(
+        "aioquic ← netsweep: {SIZE} B in {:.3} s ({:.0} Mbit/s)",
+        v["transfer_s"].as_f64().unwrap(),
+        SIZE as f64 * 8.0 / v["transfer_s"].as_f64().unwrap() / 1e6
+    );
 }
