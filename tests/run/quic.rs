@@ -99,3 +99,24 @@ fn quic_against_a_separate_server_holds_its_certificate_to_the_pin() {
         "{err}"
     );
 }
+
+/// The patterns tls and quic do not have yet are refused by name, with why and what to use.
+#[test]
+fn patterns_not_built_for_tls_or_quic_are_refused_by_name() {
+    for t in ["tls", "quic"] {
+        for (p, why) in [
+            ("crr", "handshake per transaction"),
+            ("bidir", "two threads"),
+            ("rate", "two threads"),
+        ] {
+            let o = run(&["run", "--no-save", "-q", "--sizes", "1", "-t", t, "-p", p]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "-t {t} -p {p}: {err}");
+            assert!(
+                err.contains(&format!("--pattern {p} is not built for {t} yet"))
+                    && err.contains(why),
+                "-t {t} -p {p}: {err}"
+            );
+        }
+    }
+}

@@ -200,6 +200,19 @@ impl Descriptor {
                 self.api_names()
             ));
         }
+        if !self.patterns.contains(&pattern)
+            && matches!(self.transport, Transport::Tls | Transport::Quic)
+        {
+            let why = match pattern {
+                Pattern::Crr => "a handshake per transaction",
+                _ => "two threads on one connection whose state is in user space",
+            };
+            return Err(format!(
+                "--pattern {pattern} is not built for {} yet (it needs {why}): pingpong and \
+                 stream are; for {pattern} use -t tcp",
+                self.name()
+            ));
+        }
         if !self.patterns.contains(&pattern) {
             // Only crr and bidir are ever missing.
             let needs = match pattern {
