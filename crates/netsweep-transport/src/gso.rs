@@ -108,6 +108,58 @@ pub fn send_segmented(fd: RawFd, ctrl: &mut Cmsg, buf: &[u8], size: usize) -> io
     Ok(())
 }
 
+/// One recvmsg(2) on `fd` into the `len` bytes at `buf`, with `flags`: (bytes, the segment
+/// size of the datagrams the kernel coalesced, 0 for one datagram). A receive larger than
+/// the buffer is an error (it was truncated).
+///
+/// # Safety
+///
+/// `buf` must be valid for writes of `len` bytes for the call.
+#[inline]
+pub unsafe fn recv_coalesced(
+    fd: RawFd,
+    buf: *mut u8,
+    len: usize,
+    ctrl: &mut Cmsg,
+    flags: libc::c_int,
+) -> io::Result<(usize, usize)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.cast(),
+        iov_len: len,
+    };
+    // SAFETY: msghdr is plain old data; all-zero is an empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctrl.0.as_mut_ptr().cast();
+    msg.msg_controllen = ctrl.0.len() as _;
+    // SAFETY: `msg` points at `len` writable bytes (the caller's promise) and at `ctrl`.
+    let n = sys::cvt_size(unsafe { libc::recvmsg(fd, &mut msg, flags) })?;
+    if msg.msg_flags & libc::MSG_TRUNC != 0 {
+        return Err(io::Error::other(format!(
+            "a coalesced receive was larger than {len} bytes and was truncated"
+        )));
+    }
+    let mut gso = 0;
+    // SAFETY: the kernel filled msg_controllen bytes of `ctrl`; CMSG_FIRSTHDR/NXTHDR stay
+    // inside it and the int is read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                gso = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n, gso.max(0) as usize))
+}
+
+/// Turns UDP_GRO on for `fd`: the kernel may coalesce datagrams of one flow into one receive.
+pub fn enable_gro(fd: RawFd) -> io::Result<()> {
+    sys::set_int(fd, SOL_UDP, UDP_GRO, 1)
+}
+
 /// Enables UDP_GRO on `fd` and checks the kernel knows UDP_SEGMENT; the error names the fix.
 pub fn enable(fd: RawFd) -> io::Result<()> {
     let explain = |opt: &str, since: &str, e: io::Error| {
@@ -204,37 +256,18 @@ impl GsoEndpoint {
                 "gso: prepare() was not called before a receive (an engine bug)",
             ));
         }
-        let mut iov = libc::iovec {
-            iov_base: self.rx.as_mut_ptr().cast(),
-            iov_len: self.rx.len(),
+        // SAFETY: `rx` is owned, initialised and `rx.len()` bytes long.
+        let (n, gso) = unsafe {
+            recv_coalesced(
+                self.inner.fd,
+                self.rx.as_mut_ptr(),
+                self.rx.len(),
+                &mut self.rx_ctrl,
+                0,
+            )?
         };
-        // SAFETY: msghdr is plain old data; all-zero is an empty header.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = self.rx_ctrl.0.as_mut_ptr().cast();
-        msg.msg_controllen = self.rx_ctrl.0.len() as _;
-        // SAFETY: `msg` points at `rx` and `rx_ctrl`, both owned and live for the call.
-        let n = sys::cvt_size(unsafe { libc::recvmsg(self.inner.fd, &mut msg, 0) })?;
-        if msg.msg_flags & libc::MSG_TRUNC != 0 {
-            return Err(io::Error::other(format!(
-                "gso: a coalesced receive was larger than {RX_BUF} bytes and was truncated"
-            )));
-        }
-        let mut gso = 0;
-        // SAFETY: the kernel filled msg_controllen bytes of `rx_ctrl`; CMSG_FIRSTHDR/NXTHDR
-        // stay inside it and the int is read unaligned.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                    gso = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
-            }
-        }
         self.rx_len = n;
-        self.rx_gso = gso.max(0) as usize;
+        self.rx_gso = gso;
         self.rx_next = 0;
         self.rx_count = segment_count(n, self.rx_gso);
         Ok(())

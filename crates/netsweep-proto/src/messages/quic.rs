@@ -21,12 +21,13 @@ pub struct QuicGranted {
     pub certificate: String,
     /// The congestion controller sending on this end (`cubic`).
     pub congestion_control: String,
-    /// The largest UDP payload this end's packets fill now, bytes: 1200 at the start, more
-    /// once path-MTU discovery has probed the path.
+    /// The largest UDP payload this end's packets filled when its knobs were read (after
+    /// the handshake), bytes: 1200 at the start, more once path-MTU discovery has probed.
     pub udp_payload: u16,
     /// How the path's packet size is found (discovery on or off, and its ceiling).
     pub mtu_discovery: String,
-    /// How datagrams reach the kernel: one per `sendmsg`, or several per call (GSO).
+    /// How datagrams cross the kernel: several per `sendmsg` (GSO) or one, and whether
+    /// receives are coalesced (GRO).
     pub segmentation_offload: String,
     /// How the messages travel: the streams used.
     pub streams: String,
@@ -35,6 +36,6 @@ pub struct QuicGranted {
     pub stream_window: u64,
     /// Bytes this end buffers for sending, unacknowledged included (its send window).
     pub send_window: u64,
-    /// Packets this end declared lost so far.
+    /// Packets this end had declared lost when its knobs were read.
     pub lost_packets: u64,
 }

@@ -47,6 +47,10 @@ pub struct Driver {
     /// Why GSO is off, when the kernel refused it.
     pub gso_refused: Option<String>,
     ctrl: crate::gso::Cmsg,
+    rx_ctrl: crate::gso::Cmsg,
+    /// True when the kernel coalesces arriving datagrams (UDP_GRO).
+    pub gro: bool,
+    peer: SocketAddr,
 }
 
 impl Driver {
@@ -57,6 +61,10 @@ impl Driver {
         handle: ConnectionHandle,
         conn: Connection,
     ) -> Self {
+        // Coalesced receives only once the socket hears one peer: before that, datagrams of
+        // different clients' handshakes must stay apart.
+        let gro = crate::gso::enable_gro(sock.as_raw_fd()).is_ok();
+        let peer = conn.remote_address();
         Self {
             sock,
             endpoint,
@@ -71,6 +79,9 @@ impl Driver {
             gso: GSO_SEGMENTS,
             gso_refused: None,
             ctrl: crate::gso::Cmsg::default(),
+            rx_ctrl: crate::gso::Cmsg::default(),
+            gro,
+            peer,
         }
     }
 
@@ -113,17 +124,42 @@ impl Driver {
         }
     }
 
-    /// Reads the datagrams that have arrived (up to a batch) without waiting, and fires the
-    /// timers that are due. Returns how many datagrams it read.
+    /// Reads the datagrams that have arrived (up to a batch; several per receive where the
+    /// kernel coalesced them) without waiting, and fires the timers that are due. Returns how many datagrams it read.
     pub fn poll_input(&mut self) -> io::Result<usize> {
         let mut read = 0;
         while read < BATCH {
-            match recv_datagram(&self.sock, &mut self.rx) {
-                Ok(Some((data, from))) => {
-                    read += 1;
-                    self.input(from, data)?;
+            self.rx.reserve(RX_DATAGRAM);
+            let room = self.rx.spare_capacity_mut();
+            // SAFETY: the spare room is valid for writes of its length for the call.
+            let got = unsafe {
+                crate::gso::recv_coalesced(
+                    self.sock.as_raw_fd(),
+                    room.as_mut_ptr().cast(),
+                    room.len(),
+                    &mut self.rx_ctrl,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match got {
+                Ok((0, _)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "the quic data socket was shut down (the session ended)",
+                    ))
                 }
-                Ok(None) => break,
+                Ok((n, seg)) => {
+                    // SAFETY: recvmsg(2) initialised the first `n` bytes of the spare room.
+                    unsafe { self.rx.set_len(n) };
+                    let mut data = self.rx.split_to(n);
+                    let seg = if seg == 0 { n } else { seg };
+                    while !data.is_empty() {
+                        let one = data.split_to(seg.min(data.len()));
+                        read += 1;
+                        self.input(self.peer, one)?;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // An ICMP error for an earlier datagram (the peer's port closed): QUIC's
                 // own timers decide whether the connection is gone.

@@ -96,12 +96,18 @@ fn read_into(d: &mut Driver, stream: StreamId, buf: &mut [u8]) -> io::Result<Opt
 }
 
 fn segmentation(d: &Driver) -> String {
-    d.gso_refused.clone().unwrap_or_else(|| {
+    let send = d.gso_refused.clone().unwrap_or_else(|| {
         format!(
             "on: up to {} datagrams per sendmsg (UDP_SEGMENT)",
             super::driver::GSO_SEGMENTS
         )
-    })
+    });
+    let recv = if d.gro {
+        "receives coalesced by the kernel (UDP_GRO)"
+    } else {
+        "one datagram per receive (the kernel refused UDP_GRO)"
+    };
+    format!("{send}; {recv}")
 }
 
 /// What the connection agreed and runs with, read off it.
