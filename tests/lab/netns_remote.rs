@@ -184,3 +184,87 @@ fn serve_and_run_across_a_veth_pair() {
         "timed trials lost {point} of {lost}"
     );
 }
+
+/// Issue 44: `-t quic` between two namespaces, clean and with every 20th UDP datagram
+/// toward the server dropped at its ingress (counted by nft): pingpong and stream complete,
+/// and under loss QUIC's recovery still delivers every byte the sender handed it.
+#[test]
+#[ignore = "needs root (network namespaces): ./run-tests runs it as root"]
+fn quic_across_a_veth_pair_recovers_what_nft_drops() {
+    let _l = lab_test("quic_across_a_veth_pair_recovers_what_nft_drops");
+    let pair = Pair::new("q");
+    let mut server = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.a,
+            bin(),
+            "serve",
+            "--bind",
+            "198.18.0.1",
+        ])
+        .args(["--port", "7200", "-q"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = scratch("netns-quic");
+    let run = |name: &str, p: &str, sizes: &str| {
+        let out = dir.join(format!("{name}.json"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let o = Command::new("ip")
+                .args(["netns", "exec", &pair.b, bin(), "run", "198.18.0.1:7200"])
+                .args(["--no-save", "-q", "-o", out.to_str().unwrap()])
+                .args(["-t", "quic", "-p", p, "--sizes", sizes])
+                .args(QUICK)
+                .output()
+                .unwrap();
+            if o.status.success() || Instant::now() > deadline {
+                assert!(
+                    o.status.success(),
+                    "{name}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+                let v: serde_json::Value =
+                    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+                assert_eq!(v["status"], "complete", "{name}: {}", v["message"]);
+                return v;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let clean = [
+        run("pingpong", "pingpong", "1,100k"),
+        run("stream", "stream", "1m"),
+    ];
+    let drops = InducedDrops::install(&pair.a, &pair.va, "ip protocol udp", 20).unwrap();
+    let lossy = run("stream-lossy", "stream", "1m");
+    let dropped = drops.dropped().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    for v in clean.iter().chain([&lossy]) {
+        assert_eq!(
+            v["granted"]["server"]["quic"]["version"],
+            "QUIC v1 (RFC 9000)"
+        );
+        for p in v["points"].as_array().unwrap() {
+            assert!(p["throughput_mbps"]["mean"].as_f64().unwrap() > 0.0, "{p}");
+            if v["spec"]["pattern"] == "stream" {
+                assert_eq!(
+                    p["client"]["bytes_sent"], p["server"]["bytes_received"],
+                    "every byte handed to QUIC arrived"
+                );
+            }
+        }
+    }
+    assert!(dropped > 0, "nft dropped none of the lossy run's datagrams");
+    let (c, l) = (
+        clean[1]["points"][0]["receiver_mbps"]["mean"]
+            .as_f64()
+            .unwrap(),
+        lossy["points"][0]["receiver_mbps"]["mean"]
+            .as_f64()
+            .unwrap(),
+    );
+    eprintln!("quic stream across the veth: clean {c:.0} Mbit/s, 1 in 20 dropped {l:.0} Mbit/s ({dropped} dropped)");
+}
