@@ -179,6 +179,8 @@ pub struct RunArgs {
     /// How data is handed to the stack (each transport supports a subset: see `netsweep list`).
     /// gso (udp, stream): one sendmsg carries up to 64 datagrams cut by the kernel
     /// (UDP_SEGMENT), the receiver splits coalesced UDP_GRO packets; --batch defaults to 64.
+    /// datagram (quic): messages as QUIC DATAGRAM frames (RFC 9221), unreliable, at most
+    /// 1162 bytes, loss counted as for udp.
     #[arg(long, default_value = "basic")]
     pub api: ApiArg,
 

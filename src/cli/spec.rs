@@ -28,8 +28,11 @@ pub fn build(a: &RunArgs, family: Family) -> Result<RunSpec, String> {
             spec.sizes_spec = format!("{RATE_DEFAULT_SIZE} (the rate pattern's default)");
         }
         None => {
-            let ceiling = a.max_size.unwrap_or(d.default_ceiling);
-            let start = d.first_size(pattern);
+            let ceiling = a.max_size.unwrap_or(
+                d.max_message_over(api, family == Family::Ipv6)
+                    .map_or(d.default_ceiling, |m| m.min(d.default_ceiling)),
+            );
+            let start = d.first_size(pattern, api);
             spec.sizes = netpipe_schedule(start, ceiling, a.perturbation);
             spec.sizes_spec = format!(
                 "netpipe({start}..{ceiling}, perturbation {})",

@@ -73,7 +73,7 @@ fn help_lists_the_choices() {
     for needle in [
         "[possiblevalues:tcp,tls,quic,udp,unix-stream,unix-dgram,unix-seqpacket,packet,mptcp,udplite,shm,mpi,xdp]",
         "[possiblevalues:pingpong,stream,crr,bidir,rate]",
-        "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring,gso]",
+        "[possiblevalues:basic,mmsg,zerocopy,sendfile,splice,uring,gso,datagram]",
         "[possiblevalues:text,json,jsonl,csv,npout,openmetrics]",
         "[possiblevalues:do,dont,want,probe]",
     ] {

@@ -120,3 +120,62 @@ fn patterns_not_built_for_tls_or_quic_are_refused_by_name() {
         }
     }
 }
+
+/// `--api datagram`: QUIC DATAGRAM frames (RFC 9221), counted as datagrams (sequence
+/// numbers, loss); a message larger than one frame holds, or the api on another
+/// transport, is refused by name (exit 2).
+#[test]
+fn quic_datagrams_run_as_datagrams_and_refuse_what_does_not_fit() {
+    let dir = scratch("quic-datagram");
+    for (pattern, sizes) in [("pingpong", "1,1162"), ("stream", "64,1162")] {
+        let (o, v) = run_json(
+            &dir.join(format!("{pattern}.json")),
+            &[
+                "-t", "quic", "--api", "datagram", "-p", pattern, "--sizes", sizes,
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(v["status"], "complete", "{}", v["message"]);
+        let q = quic_of(&v, "server");
+        assert!(
+            q["streams"]
+                .as_str()
+                .unwrap()
+                .starts_with("DATAGRAM frames"),
+            "{q}"
+        );
+        let t = &v["datagram_totals"];
+        let sent = t["to_server_sent"].as_u64().unwrap();
+        assert!(sent > 0, "{t}");
+        assert!(t["to_server_received"].as_u64().unwrap() <= sent, "{t}");
+    }
+    for (t, api, size, needle) in [
+        (
+            "quic",
+            "datagram",
+            "1163",
+            "larger than one quic datagram can carry (1162 bytes)",
+        ),
+        (
+            "udp",
+            "datagram",
+            "100",
+            "it is QUIC's DATAGRAM frames (RFC 9221): use -t quic",
+        ),
+    ] {
+        let o = run(&[
+            "run",
+            "--no-save",
+            "-q",
+            "-t",
+            t,
+            "--api",
+            api,
+            "--sizes",
+            size,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "-t {t} --api {api}: {err}");
+        assert!(err.contains(needle), "-t {t} --api {api}: {err}");
+    }
+}

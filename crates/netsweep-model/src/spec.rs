@@ -27,8 +27,8 @@ fn by_name<T: Copy>(
 pub trait TransportRules {
     /// Checks that the transport supports `api` with `pattern`; the error says the fix.
     fn check(&self, api: Api, pattern: Pattern) -> Result<(), String>;
-    /// The largest message one datagram can carry, if the transport has such a limit.
-    fn max_message(&self, ipv6: bool) -> Option<u64>;
+    /// The largest message one datagram can carry over `api`, if there is such a limit.
+    fn max_message(&self, api: Api, ipv6: bool) -> Option<u64>;
 }
 
 /// How data is handed to the stack.
@@ -51,11 +51,14 @@ pub enum Api {
     /// UDP segmentation offload: one sendmsg(2) with a UDP_SEGMENT control message carries up
     /// to 64 datagrams; the receiver enables UDP_GRO and splits what coalesced (stream).
     Gso,
+    /// QUIC DATAGRAM frames (RFC 9221, `quic` only): unreliable messages on the connection,
+    /// boundaries kept, congestion-controlled, lost ones counted.
+    Datagram,
 }
 
 impl Api {
     /// Every api this build knows, in listing order.
-    pub const ALL: [Api; 7] = [
+    pub const ALL: [Api; 8] = [
         Api::Basic,
         Api::Mmsg,
         Api::Zerocopy,
@@ -63,6 +66,7 @@ impl Api {
         Api::Splice,
         Api::Uring,
         Api::Gso,
+        Api::Datagram,
     ];
 
     /// The name used on the command line, on the wire and in results.
@@ -75,6 +79,7 @@ impl Api {
             Api::Splice => "splice",
             Api::Uring => "uring",
             Api::Gso => "gso",
+            Api::Datagram => "datagram",
         }
     }
 
@@ -297,6 +302,12 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// True when the run's messages are datagrams (boundaries kept, loss possible and
+    /// counted): a datagram transport, or QUIC's DATAGRAM frames (`--api datagram`).
+    pub fn datagrams(&self) -> bool {
+        self.transport.is_datagram() || self.api == Api::Datagram
+    }
+
     /// Checks `--interval`: rate and stream points only, at least 1 ms, and at most
     /// [`MAX_INTERVALS`] per trial.
     fn check_interval(&self) -> Result<(), String> {
@@ -403,7 +414,7 @@ impl RunSpec {
         }
         rules.check(self.api, self.pattern)?;
         let ipv6 = self.family == Family::Ipv6;
-        if let Some(max) = rules.max_message(ipv6) {
+        if let Some(max) = rules.max_message(self.api, ipv6) {
             if let Some(&big) = self.sizes.iter().find(|&&s| s > max) {
                 return Err(format!(
                     "size {big} is larger than one {} datagram can carry ({max} bytes): lower --sizes",
@@ -411,7 +422,7 @@ impl RunSpec {
                 ));
             }
         }
-        if self.transport.is_datagram() && self.pattern.streams() {
+        if self.datagrams() && self.pattern.streams() {
             if let Some(&small) = self.sizes.iter().find(|&&s| s < DGRAM_HEADER) {
                 return Err(format!(
                     "size {small} is too small for a {} {}: every datagram carries a {DGRAM_HEADER}-byte \

@@ -31,7 +31,7 @@ impl TransportRules for UdpLike {
             _ => Ok(()),
         }
     }
-    fn max_message(&self, _: bool) -> Option<u64> {
+    fn max_message(&self, _: Api, _: bool) -> Option<u64> {
         Some(65_507)
     }
 }

@@ -88,7 +88,7 @@ fn tail_us(count: u64, q: f64, ns: f64) -> String {
 }
 
 fn columns(s: &RunSpec) -> String {
-    let dgram = s.transport.is_datagram();
+    let dgram = s.datagrams();
     match s.pattern {
         Pattern::Pingpong => format!(
             "{:>9} {:>9} {:>10} {:>10} {:>12} {:>8}{}  {}\n",
@@ -303,7 +303,7 @@ fn pct(x: f64) -> String {
 
 /// One table line for a point.
 pub fn row(spec: &RunSpec, p: &PointResult) -> String {
-    let dgram = spec.transport.is_datagram();
+    let dgram = spec.datagrams();
     // No interval from fewer than two trials: say so, never print a zero-width one.
     let ci = p
         .throughput_mbps

@@ -49,6 +49,14 @@ pub fn wrap(conn: Conn, api: Api, side: Side) -> io::Result<Box<dyn Endpoint>> {
             );
             Box::new(BasicEndpoint::new(conn))
         }
+        // DATAGRAM frames are QUIC's: its descriptor makes those endpoints itself, and no
+        // socket transport lists the api (the registry refuses it before a wrap).
+        (Api::Datagram, _) => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "--api datagram is QUIC's DATAGRAM frames: use -t quic",
+            ))
+        }
     })
 }
 

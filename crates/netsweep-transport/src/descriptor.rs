@@ -169,8 +169,8 @@ impl Descriptor {
 
     /// The smallest message of the default sweep with `pattern`: a datagram stream's message
     /// carries netsweep's sequence header, so it starts at the header's size.
-    pub fn first_size(&self, pattern: Pattern) -> u64 {
-        if self.datagram() && pattern == Pattern::Stream {
+    pub fn first_size(&self, pattern: Pattern, api: Api) -> u64 {
+        if (self.datagram() || api == Api::Datagram) && pattern == Pattern::Stream {
             netsweep_model::spec::DGRAM_HEADER
         } else {
             1
@@ -191,6 +191,13 @@ impl Descriptor {
 
     /// Checks that this transport supports `api` with `pattern`; the error says the fix.
     pub fn check(&self, api: Api, pattern: Pattern) -> Result<(), String> {
+        if api == Api::Datagram && !self.apis.contains(&api) {
+            return Err(format!(
+                "{} does not support --api datagram: it is QUIC's DATAGRAM frames (RFC 9221): \
+                 use -t quic --api datagram (udp and unix-dgram send datagrams with --api basic)",
+                self.name()
+            ));
+        }
         if !self.apis.contains(&api) {
             return Err(format!(
                 "{} does not support --api {}{}: it supports {}",
@@ -267,14 +274,23 @@ impl Descriptor {
     pub fn max_message(&self, ipv6: bool) -> Option<u64> {
         self.max_message.map(|m| if ipv6 { m.v6 } else { m.v4 })
     }
+
+    /// [`max_message`](Self::max_message) over `api`: QUIC's DATAGRAM frames carry at most
+    /// what one packet holds.
+    pub fn max_message_over(&self, api: Api, ipv6: bool) -> Option<u64> {
+        match api {
+            Api::Datagram => Some(crate::quic::DATAGRAM_MAX),
+            _ => self.max_message(ipv6),
+        }
+    }
 }
 
 impl TransportRules for Descriptor {
     fn check(&self, api: Api, pattern: Pattern) -> Result<(), String> {
         Descriptor::check(self, api, pattern)
     }
-    fn max_message(&self, ipv6: bool) -> Option<u64> {
-        Descriptor::max_message(self, ipv6)
+    fn max_message(&self, api: Api, ipv6: bool) -> Option<u64> {
+        self.max_message_over(api, ipv6)
     }
 }
 

@@ -201,7 +201,7 @@ pub fn probe_api(t: Transport, api: Api) -> Probe {
         }
         let sock = (d.probe)()?;
         match api {
-            Api::Basic | Api::Mmsg => Ok(()),
+            Api::Basic | Api::Mmsg | Api::Datagram => Ok(()),
             Api::Uring => crate::uring::probe(),
             Api::Gso => {
                 use std::os::fd::AsRawFd;

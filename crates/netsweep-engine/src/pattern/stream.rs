@@ -20,7 +20,7 @@ use crate::point::Tally;
 pub(crate) use direction::Direction;
 use netsweep_endpoint::{is_timeout, send_message, DataListener, Endpoint, MessageBuffer};
 use netsweep_model::results::{PointResult, StopReason};
-use netsweep_model::spec::{Pattern, RunSpec, Transport, DGRAM_HEADER, MAX_INTERVAL_BUCKETS};
+use netsweep_model::spec::{Pattern, RunSpec, DGRAM_HEADER, MAX_INTERVAL_BUCKETS};
 use netsweep_model::timeline::StreamTimeline;
 use netsweep_proto::messages::MAX_BATCH;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
@@ -39,8 +39,8 @@ pub const REGISTRATION: Registration = Registration {
 };
 
 /// The server's check of a trial: datagram messages must hold the sequence header.
-pub(super) fn check_trial(spec: &TrialSpec, transport: Transport) -> Result<(), String> {
-    if transport.is_datagram() && spec.size < DGRAM_HEADER {
+pub(super) fn check_trial(spec: &TrialSpec, datagrams: bool) -> Result<(), String> {
+    if datagrams && spec.size < DGRAM_HEADER {
         return Err(format!(
             "datagram stream messages need at least {DGRAM_HEADER} bytes"
         ));

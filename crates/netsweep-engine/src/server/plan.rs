@@ -8,7 +8,7 @@ use super::budget::{bytes, Cost};
 use super::ServerLimits;
 use crate::pattern::{self, flows, BufferSizes, Registration};
 use netsweep_endpoint::TransportFactory;
-use netsweep_model::spec::{Pattern, Reach, Transport};
+use netsweep_model::spec::{Api, Pattern, Reach, Transport};
 use netsweep_proto::messages::MAX_BATCH;
 use netsweep_proto::messages::{SessionSetup, TrialSpec};
 use std::net::IpAddr;
@@ -72,6 +72,8 @@ impl Peer {
 pub struct Plan {
     /// The data path's transport.
     pub transport: Transport,
+    /// Its messages are datagrams (a datagram transport, or `--api datagram`).
+    pub datagrams: bool,
     /// The pattern's entry points (its `--flows` variant with more than one flow).
     pub reg: &'static Registration,
     /// The session's largest message: no trial may be larger.
@@ -202,6 +204,7 @@ impl Plan {
         }
         Ok(Plan {
             transport,
+            datagrams: transport.is_datagram() || setup.api == Api::Datagram.name(),
             reg,
             max_size: setup.max_size,
             flows,
@@ -238,7 +241,7 @@ impl Plan {
                 limits.max_trial.as_secs()
             ));
         }
-        (self.reg.check_trial)(spec, self.transport)
+        (self.reg.check_trial)(spec, self.datagrams)
     }
 }
 

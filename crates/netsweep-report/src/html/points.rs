@@ -19,7 +19,7 @@ fn stop(s: StopReason) -> &'static str {
 /// The table of a run's points.
 pub fn table(run: &RunResult) -> String {
     let pp = run.spec.pattern == Pattern::Pingpong;
-    let dgram = run.spec.transport.is_datagram();
+    let dgram = run.spec.datagrams();
     let mut o = String::from("<table class=\"points\">\n<tr><th>bytes</th><th>trials</th>");
     if pp {
         o.push_str("<th>p50 µs</th><th>p99 µs</th><th>min µs</th><th>max µs</th>");

@@ -28,9 +28,13 @@ const MAX_INCOMING: usize = 2;
 /// Bytes of a client's first flights a server buffers before its handshake starts.
 const INCOMING_BUFFER: u64 = 64 << 10;
 
+/// Bytes of DATAGRAM frames a receiver buffers before it drops the oldest, and a sender
+/// before a send waits (`--api datagram`).
+pub const DATAGRAM_BUFFER: usize = 1 << 20;
+
 /// The transport parameters both ends use; `streams` is how many streams the peer may
-/// open toward this end.
-fn transport(streams: u32) -> Arc<TransportConfig> {
+/// open toward this end; `datagrams` lets the peer send DATAGRAM frames (RFC 9221).
+fn transport(streams: u32, datagrams: bool) -> Arc<TransportConfig> {
     let mut t = TransportConfig::default();
     t.max_idle_timeout(None)
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
@@ -38,7 +42,8 @@ fn transport(streams: u32) -> Arc<TransportConfig> {
         .initial_mtu(INITIAL_UDP_PAYLOAD)
         .max_concurrent_bidi_streams(VarInt::from_u32(streams))
         .max_concurrent_uni_streams(VarInt::from_u32(0))
-        .datagram_receive_buffer_size(None)
+        .datagram_receive_buffer_size(datagrams.then_some(DATAGRAM_BUFFER))
+        .datagram_send_buffer_size(DATAGRAM_BUFFER)
         .keep_alive_interval(None)
         .initial_rtt(Duration::from_millis(333));
     let mut mtud = quinn_proto::MtuDiscoveryConfig::default();
@@ -52,11 +57,13 @@ pub fn endpoint() -> Arc<EndpointConfig> {
     Arc::new(EndpointConfig::default())
 }
 
-/// The server's configuration for netsweep's sessions (one stream per connection), made
-/// once per process from its identity.
-pub fn server() -> Result<Arc<ServerConfig>, String> {
-    static SERVER: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
-    SERVER.get_or_init(|| server_for(ALPN, 1)).clone()
+/// The server's configuration for netsweep's sessions (one stream per connection, and
+/// DATAGRAM frames when `datagrams`), made once per process from its identity.
+pub fn server(datagrams: bool) -> Result<Arc<ServerConfig>, String> {
+    static STREAM: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
+    static DATAGRAMS: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
+    let cell = if datagrams { &DATAGRAMS } else { &STREAM };
+    cell.get_or_init(|| server_for(ALPN, 1, datagrams)).clone()
 }
 
 /// The server's configuration for the QUIC performance protocol (`perf.rs`): up to
@@ -64,7 +71,7 @@ pub fn server() -> Result<Arc<ServerConfig>, String> {
 pub fn perf_server() -> Result<Arc<ServerConfig>, String> {
     static SERVER: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
     SERVER
-        .get_or_init(|| server_for(PERF_ALPN, PERF_STREAMS))
+        .get_or_init(|| server_for(PERF_ALPN, PERF_STREAMS, false))
         .clone()
 }
 
@@ -73,7 +80,7 @@ pub const PERF_ALPN: &[u8] = b"perf";
 /// Requests a `perf` client may have open at once.
 pub const PERF_STREAMS: u32 = 100;
 
-fn server_for(alpn: &[u8], streams: u32) -> Result<Arc<ServerConfig>, String> {
+fn server_for(alpn: &[u8], streams: u32, datagrams: bool) -> Result<Arc<ServerConfig>, String> {
     let id = identity::server()?;
     let mut tls = (*id.config).clone();
     tls.alpn_protocols = vec![alpn.to_vec()];
@@ -81,7 +88,7 @@ fn server_for(alpn: &[u8], streams: u32) -> Result<Arc<ServerConfig>, String> {
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC with the server's TLS identity: {e}"))?;
     let mut c = ServerConfig::with_crypto(Arc::new(crypto));
-    c.transport_config(transport(streams))
+    c.transport_config(transport(streams, datagrams))
         .migration(false)
         .max_incoming(MAX_INCOMING)
         .incoming_buffer_size(INCOMING_BUFFER)
@@ -89,18 +96,19 @@ fn server_for(alpn: &[u8], streams: u32) -> Result<Arc<ServerConfig>, String> {
     Ok(Arc::new(c))
 }
 
-/// The client's configuration: it accepts the certificate `want` (`AB:CD:…`) and no other.
-pub fn client(want: String) -> Result<ClientConfig, String> {
-    client_for(want, ALPN)
+/// The client's configuration: it accepts the certificate `want` (`AB:CD:…`) and no other,
+/// and DATAGRAM frames when `datagrams`.
+pub fn client(want: String, datagrams: bool) -> Result<ClientConfig, String> {
+    client_for(want, ALPN, datagrams)
 }
 
 /// [`client`] naming the application protocol `alpn`.
-pub fn client_for(want: String, alpn: &[u8]) -> Result<ClientConfig, String> {
+pub fn client_for(want: String, alpn: &[u8], datagrams: bool) -> Result<ClientConfig, String> {
     let mut tls = Arc::unwrap_or_clone(pin::client_config(want)?);
     tls.alpn_protocols = vec![alpn.to_vec()];
     let crypto =
         QuicClientConfig::try_from(tls).map_err(|e| format!("QUIC with TLS 1.3 on ring: {e}"))?;
     let mut c = ClientConfig::new(Arc::new(crypto));
-    c.transport_config(transport(0));
+    c.transport_config(transport(0, datagrams));
     Ok(c)
 }

@@ -23,6 +23,8 @@ const SEND_WITHIN: Duration = Duration::from_secs(30);
 pub struct QuicEndpoint {
     linger: Linger,
     stream: StreamId,
+    /// Messages travel as DATAGRAM frames (`--api datagram`); the stream carried the cookie.
+    datagrams: bool,
     timeout: Option<Duration>,
     granted: GrantedKnobs,
     fd: RawFd,
@@ -36,12 +38,22 @@ impl QuicEndpoint {
         stream: StreamId,
         mut granted: GrantedKnobs,
         presented: Option<&str>,
+        datagrams: bool,
     ) -> io::Result<Self> {
-        granted.quic = Some(describe(&d, presented));
+        let mut q = describe(&d, presented);
+        if datagrams {
+            q.streams = format!(
+                "DATAGRAM frames (RFC 9221), {} KiB buffered each way; the session cookie on \
+                 one bidirectional stream",
+                config::DATAGRAM_BUFFER >> 10
+            );
+        }
+        granted.quic = Some(q);
         let fd = d.sock.as_raw_fd();
         Ok(Self {
             linger: Linger::new(d)?,
             stream,
+            datagrams,
             timeout: None,
             granted,
             fd,
@@ -153,8 +165,82 @@ fn describe(d: &Driver, presented: Option<&str>) -> QuicGranted {
     }
 }
 
-impl Endpoint for QuicEndpoint {
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+impl QuicEndpoint {
+    /// Sends one DATAGRAM frame of `buf`, waiting (up to the timeout) while congestion
+    /// control holds the send buffer full.
+    fn send_datagram(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let deadline = self.deadline(SEND_WITHIN);
+        let mut d = self.linger.hold()?;
+        d.poll_input()?;
+        let max = d.conn.datagrams().max_size().unwrap_or(0);
+        if buf.len() > max {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a {}-byte message does not fit one QUIC DATAGRAM frame here (at most {max} \
+                     bytes): lower --sizes",
+                    buf.len()
+                ),
+            ));
+        }
+        let mut data = bytes::Bytes::copy_from_slice(buf);
+        loop {
+            match d.conn.datagrams().send(data, false) {
+                Ok(()) => {
+                    d.flush()?;
+                    return Ok(buf.len());
+                }
+                Err(quinn_proto::SendDatagramError::Blocked(back)) => data = back,
+                Err(e) => {
+                    return Err(io::Error::other(format!("QUIC DATAGRAM: {e}")));
+                }
+            }
+            if let Some(why) = &d.lost {
+                return Err(lost(why, "a send"));
+            }
+            if !d.turn(deadline)? {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "the QUIC DATAGRAM send buffer stayed full",
+                ));
+            }
+        }
+    }
+
+    /// Receives one DATAGRAM frame into `buf` (truncated to it), waiting up to the timeout.
+    fn recv_datagram(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut d = self.linger.hold()?;
+        loop {
+            if let Some(b) = d.conn.datagrams().recv() {
+                let n = b.len().min(buf.len());
+                buf[..n].copy_from_slice(&b[..n]);
+                return Ok(n);
+            }
+            if let Some(why) = &d.lost {
+                return Err(lost(why, "a receive"));
+            }
+            let until = deadline.unwrap_or_else(|| Instant::now() + SEND_WITHIN);
+            if !d.turn(until)? && deadline.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "no QUIC DATAGRAM arrived in time",
+                ));
+            }
+        }
+    }
+
+    /// Sends on the stream, whatever the api (the session cookie).
+    pub fn send_on_stream(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream_send(buf)
+    }
+
+    /// Receives from the stream, whatever the api (the session cookie).
+    pub fn recv_on_stream(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream_recv(buf)
+    }
+
+    fn stream_send(&mut self, buf: &[u8]) -> io::Result<usize> {
         let deadline = self.deadline(SEND_WITHIN);
         let mut d = self.linger.hold()?;
         // Acknowledgements that arrived since the last call open the congestion window.
@@ -185,7 +271,7 @@ impl Endpoint for QuicEndpoint {
         }
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+    fn stream_recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -213,9 +299,27 @@ impl Endpoint for QuicEndpoint {
             }
         }
     }
+}
+
+impl Endpoint for QuicEndpoint {
+    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.datagrams {
+            self.send_datagram(buf)
+        } else {
+            self.stream_send(buf)
+        }
+    }
+
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.datagrams {
+            self.recv_datagram(buf)
+        } else {
+            self.stream_recv(buf)
+        }
+    }
 
     fn is_datagram(&self) -> bool {
-        false
+        self.datagrams
     }
 
     fn set_recv_timeout(&mut self, timeout: Option<Duration>) -> io::Result<()> {
@@ -234,7 +338,10 @@ impl Endpoint for QuicEndpoint {
     }
 
     fn stats(&mut self) -> EndpointStats {
-        EndpointStats::default()
+        EndpointStats {
+            socket_drops: crate::sys::socket_drops(self.fd),
+            ..Default::default()
+        }
     }
 
     fn socket_fd(&self) -> Option<RawFd> {

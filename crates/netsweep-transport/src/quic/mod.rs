@@ -45,7 +45,7 @@ pub static QUIC: Descriptor = Descriptor {
     family: None,
     default_ceiling: 8 << 20,
     max_message: None,
-    apis: &[Api::Basic],
+    apis: &[Api::Basic, Api::Datagram],
     patterns: MESSAGES,
     knobs: QUIC_KNOBS,
     polls: false,
@@ -56,8 +56,14 @@ pub static QUIC: Descriptor = Descriptor {
     crr: None,
 };
 
+/// The largest message one DATAGRAM frame carries in a 1200-byte packet, the size QUIC
+/// starts with and never goes below: 1200 less the short header (flags, an 8-byte
+/// connection ID, up to 4 bytes of packet number), the frame's type and length (9 bytes at
+/// most) and the 16-byte AEAD tag.
+pub const DATAGRAM_MAX: u64 = 1200 - (1 + 8 + 4) - 9 - 16;
+
 fn probe() -> Result<Option<socket2::Socket>, String> {
-    config::server()?;
+    config::server(false)?;
     probe_socket(Transport::Quic, || {
         ip::open(Transport::Udp, IpAddr::V4(Ipv4Addr::LOCALHOST))
     })
@@ -80,9 +86,10 @@ fn listen(
     setup: &SessionSetup,
     bind: IpAddr,
     peer: IpAddr,
-    _api: Api,
+    api: Api,
 ) -> io::Result<Box<dyn DataListener>> {
-    let server = config::server().map_err(io::Error::other)?;
+    let datagrams = api == Api::Datagram;
+    let server = config::server(datagrams).map_err(io::Error::other)?;
     let id = identity::server().map_err(io::Error::other)?;
     let (sock, notes) = driver::socket(SocketAddr::new(bind, 0), &setup.server_knobs)?;
     let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
@@ -93,6 +100,7 @@ fn listen(
         peer,
         server,
         fingerprint: id.fingerprint.clone(),
+        datagrams,
     }))
 }
 
@@ -105,6 +113,7 @@ struct QuicListener {
     peer: IpAddr,
     server: std::sync::Arc<quinn_proto::ServerConfig>,
     fingerprint: String,
+    datagrams: bool,
 }
 
 impl DataListener for QuicListener {
@@ -145,10 +154,11 @@ impl DataListener for QuicListener {
         let stream = stream.ok_or_else(|| io::Error::other("no QUIC stream"))?;
         let mut got = [0u8; cookie::LEN];
         let mut have = 0;
-        let mut ep = QuicEndpoint::new(d, stream, granted, Some(&self.fingerprint))?;
+        let mut ep =
+            QuicEndpoint::new(d, stream, granted, Some(&self.fingerprint), self.datagrams)?;
         ep.set_recv_timeout(Some(cookie::left(by, "the client's session cookie")?))?;
         while have < got.len() {
-            match ep.recv(&mut got[have..])? {
+            match ep.recv_on_stream(&mut got[have..])? {
                 0 => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -169,9 +179,10 @@ impl DataListener for QuicListener {
     }
 }
 
-fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>> {
+fn connect(p: &Peer<'_>, cookie: u64, api: Api) -> io::Result<Box<dyn Endpoint>> {
     let want = tls::announced(p)?;
-    let config = config::client(want).map_err(io::Error::other)?;
+    let datagrams = api == Api::Datagram;
+    let config = config::client(want, datagrams).map_err(io::Error::other)?;
     let server = p.addr();
     let any: IpAddr = if server.is_ipv4() {
         IpAddr::from([0u8; 4])
@@ -193,11 +204,11 @@ fn connect(p: &Peer<'_>, cookie: u64, _api: Api) -> io::Result<Box<dyn Endpoint>
         .streams()
         .open(Dir::Bi)
         .ok_or_else(|| io::Error::other("the QUIC server allows no stream"))?;
-    let mut ep = QuicEndpoint::new(d, stream, granted, None)?;
+    let mut ep = QuicEndpoint::new(d, stream, granted, None, datagrams)?;
     let c = cookie.to_be_bytes();
     let mut sent = 0;
     while sent < c.len() {
-        sent += ep.send(&c[sent..])?;
+        sent += ep.send_on_stream(&c[sent..])?;
     }
     Ok(Box::new(ep))
 }

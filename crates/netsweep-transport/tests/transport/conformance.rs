@@ -13,7 +13,15 @@ use netsweep_proto::messages::Knobs;
 use netsweep_transport::{probe_api, supported_apis};
 use std::time::{Duration, Instant};
 
-fn largest(t: Transport) -> usize {
+/// Messages are datagrams: a datagram transport, or QUIC's DATAGRAM frames.
+fn dgram(t: Transport, api: Api) -> bool {
+    t.is_datagram() || api == Api::Datagram
+}
+
+fn largest(t: Transport, api: Api) -> usize {
+    if api == Api::Datagram {
+        return netsweep_transport::quic::DATAGRAM_MAX as usize;
+    }
     match t {
         Transport::Udp | Transport::Udplite => 65_507,
         Transport::UnixDgram | Transport::UnixSeqpacket => 65_000,
@@ -38,7 +46,7 @@ const UNPRIVILEGED: &[(Transport, &[Api])] = &[
         ],
     ),
     (Transport::Tls, &[Api::Basic]),
-    (Transport::Quic, &[Api::Basic]),
+    (Transport::Quic, &[Api::Basic, Api::Datagram]),
     (
         Transport::Udp,
         &[Api::Basic, Api::Mmsg, Api::Zerocopy, Api::Uring, Api::Gso],
@@ -129,9 +137,12 @@ fn pingpong_integrity(combos: &[(Transport, Api)]) {
         if matches!(api, Api::Splice | Api::Gso) {
             continue; // stream-only by design (check_api refuses pingpong)
         }
-        let max = largest(t);
-        let mut sizes = vec![1usize, 1499, 1500, 1501, max];
-        if t.is_datagram() {
+        let max = largest(t, api);
+        let mut sizes: Vec<usize> = [1usize, 1499, 1500, 1501, max]
+            .into_iter()
+            .filter(|s| *s <= max)
+            .collect();
+        if dgram(t, api) {
             sizes.insert(0, 0);
         }
         let s = setup(t, api, Pattern::Pingpong, max as u64, &Knobs::default());
@@ -171,8 +182,11 @@ fn stream_accounting(combos: &[(Transport, Api)]) {
         } else {
             1
         };
-        let sizes: Vec<usize> = if t.is_datagram() {
-            vec![DGRAM_HEADER as usize, 1472, largest(t).min(60_000)]
+        let sizes: Vec<usize> = if dgram(t, api) {
+            let max = largest(t, api).min(60_000);
+            let mut s = vec![DGRAM_HEADER as usize, 1472.min(max), max];
+            s.dedup();
+            s
         } else {
             vec![1, 1500, 1 << 20]
         };
@@ -260,7 +274,7 @@ fn peer_close(combos: &[(Transport, Api)]) {
         match r {
             Ok(ct) => {
                 assert!(
-                    t.is_datagram(),
+                    dgram(t, api),
                     "{t} × {api}: a stream must fail when its peer closed"
                 );
                 assert_eq!(ct.completed, 0, "{t} × {api}");
