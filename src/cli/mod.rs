@@ -331,7 +331,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub batch: Option<u32>,
 
-    /// TCP congestion control on both ends (TCP_CONGESTION), e.g. cubic, reno, bbr.
+    /// TCP congestion control on both ends (TCP_CONGESTION), e.g. cubic, reno, bbr; with
+    /// -t quic, quinn-proto's controller: cubic (its default), newreno or bbr.
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
 

@@ -280,6 +280,9 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
         (c.batch, s.batch) = (Some(b), Some(b));
     }
     (c.congestion_control, s.congestion_control) = (a.cc.clone(), a.cc.clone());
+    if transport == Transport::Quic {
+        netsweep_transport::quic::config::controller(a.cc.as_deref())?;
+    }
     let lowat = |n: u64| {
         u32::try_from(n)
             .map_err(|_| format!("--notsent-lowat {n} is over 4 GiB: give a smaller size"))

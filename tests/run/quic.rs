@@ -179,3 +179,41 @@ fn quic_datagrams_run_as_datagrams_and_refuse_what_does_not_fit() {
         assert!(err.contains(needle), "-t {t} --api {api}: {err}");
     }
 }
+
+/// `--cc` with -t quic picks quinn-proto's congestion controller on both ends, recorded as
+/// granted; a controller quinn-proto does not have is refused by name (exit 2).
+#[test]
+fn quic_congestion_control_is_quinns_and_recorded() {
+    let dir = scratch("quic-cc");
+    let (o, v) = run_json(
+        &dir.join("newreno.json"),
+        &[
+            "-t", "quic", "-p", "stream", "--sizes", "64k", "--cc", "newreno",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for side in ["client", "server"] {
+        assert_eq!(
+            v["granted"][side]["congestion_control"], "newreno",
+            "{side}"
+        );
+        assert_eq!(quic_of(&v, side)["congestion_control"], "newreno", "{side}");
+    }
+    let o = run(&[
+        "run",
+        "--no-save",
+        "-q",
+        "-t",
+        "quic",
+        "--cc",
+        "vegas",
+        "--sizes",
+        "1",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("quic has no congestion controller \"vegas\""),
+        "{err}"
+    );
+}

@@ -5,6 +5,7 @@
 //! and a server that holds one connection of one stream per session.
 
 use crate::tls::{identity, pin};
+use quinn_proto::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
 use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use quinn_proto::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig, VarInt};
 use std::sync::{Arc, OnceLock};
@@ -32,10 +33,36 @@ const INCOMING_BUFFER: u64 = 64 << 10;
 /// before a send waits (`--api datagram`).
 pub const DATAGRAM_BUFFER: usize = 1 << 20;
 
+/// The congestion controllers quinn-proto has, by the names `--cc` takes.
+pub const CONTROLLERS: &str = "cubic (the default), newreno (or reno) and bbr";
+
+/// quinn-proto's congestion controller named `cc` (cubic when `None`), with its name.
+pub fn controller(
+    cc: Option<&str>,
+) -> Result<(Arc<dyn ControllerFactory + Send + Sync>, &'static str), String> {
+    Ok(match cc.unwrap_or("cubic") {
+        "cubic" => (Arc::new(CubicConfig::default()), "cubic"),
+        "newreno" | "reno" => (Arc::new(NewRenoConfig::default()), "newreno"),
+        "bbr" => (Arc::new(BbrConfig::default()), "bbr"),
+        other => {
+            return Err(format!(
+                "quic has no congestion controller {other:?}: quinn-proto's are {CONTROLLERS} \
+                 (TCP's are the kernel's; --cc names one of these with -t quic)"
+            ))
+        }
+    })
+}
+
 /// The transport parameters both ends use; `streams` is how many streams the peer may
-/// open toward this end; `datagrams` lets the peer send DATAGRAM frames (RFC 9221).
-fn transport(streams: u32, datagrams: bool) -> Arc<TransportConfig> {
+/// open toward this end; `datagrams` lets the peer send DATAGRAM frames (RFC 9221); `cc`
+/// names the congestion controller.
+fn transport(
+    streams: u32,
+    datagrams: bool,
+    cc: Option<&str>,
+) -> Result<Arc<TransportConfig>, String> {
     let mut t = TransportConfig::default();
+    t.congestion_controller_factory(controller(cc)?.0);
     t.max_idle_timeout(None)
         .stream_receive_window(VarInt::from_u32(STREAM_WINDOW))
         .send_window(SEND_WINDOW)
@@ -49,7 +76,7 @@ fn transport(streams: u32, datagrams: bool) -> Arc<TransportConfig> {
     let mut mtud = quinn_proto::MtuDiscoveryConfig::default();
     mtud.upper_bound(MTU_CEILING);
     t.mtu_discovery_config(Some(mtud));
-    Arc::new(t)
+    Ok(Arc::new(t))
 }
 
 /// The endpoint configuration (a random stateless-reset key per endpoint).
@@ -59,11 +86,16 @@ pub fn endpoint() -> Arc<EndpointConfig> {
 
 /// The server's configuration for netsweep's sessions (one stream per connection, and
 /// DATAGRAM frames when `datagrams`), made once per process from its identity.
-pub fn server(datagrams: bool) -> Result<Arc<ServerConfig>, String> {
+pub fn server(datagrams: bool, cc: Option<&str>) -> Result<Arc<ServerConfig>, String> {
     static STREAM: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
     static DATAGRAMS: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
+    if cc.is_some() {
+        // A session's own controller: its configuration is made for it.
+        return server_for(ALPN, 1, datagrams, cc);
+    }
     let cell = if datagrams { &DATAGRAMS } else { &STREAM };
-    cell.get_or_init(|| server_for(ALPN, 1, datagrams)).clone()
+    cell.get_or_init(|| server_for(ALPN, 1, datagrams, None))
+        .clone()
 }
 
 /// The server's configuration for the QUIC performance protocol (`perf.rs`): up to
@@ -71,7 +103,7 @@ pub fn server(datagrams: bool) -> Result<Arc<ServerConfig>, String> {
 pub fn perf_server() -> Result<Arc<ServerConfig>, String> {
     static SERVER: OnceLock<Result<Arc<ServerConfig>, String>> = OnceLock::new();
     SERVER
-        .get_or_init(|| server_for(PERF_ALPN, PERF_STREAMS, false))
+        .get_or_init(|| server_for(PERF_ALPN, PERF_STREAMS, false, None))
         .clone()
 }
 
@@ -80,7 +112,12 @@ pub const PERF_ALPN: &[u8] = b"perf";
 /// Requests a `perf` client may have open at once.
 pub const PERF_STREAMS: u32 = 100;
 
-fn server_for(alpn: &[u8], streams: u32, datagrams: bool) -> Result<Arc<ServerConfig>, String> {
+fn server_for(
+    alpn: &[u8],
+    streams: u32,
+    datagrams: bool,
+    cc: Option<&str>,
+) -> Result<Arc<ServerConfig>, String> {
     let id = identity::server()?;
     let mut tls = (*id.config).clone();
     tls.alpn_protocols = vec![alpn.to_vec()];
@@ -88,7 +125,7 @@ fn server_for(alpn: &[u8], streams: u32, datagrams: bool) -> Result<Arc<ServerCo
     let crypto = QuicServerConfig::try_from(tls)
         .map_err(|e| format!("QUIC with the server's TLS identity: {e}"))?;
     let mut c = ServerConfig::with_crypto(Arc::new(crypto));
-    c.transport_config(transport(streams, datagrams))
+    c.transport_config(transport(streams, datagrams, cc)?)
         .migration(false)
         .max_incoming(MAX_INCOMING)
         .incoming_buffer_size(INCOMING_BUFFER)
@@ -98,17 +135,22 @@ fn server_for(alpn: &[u8], streams: u32, datagrams: bool) -> Result<Arc<ServerCo
 
 /// The client's configuration: it accepts the certificate `want` (`AB:CD:…`) and no other,
 /// and DATAGRAM frames when `datagrams`.
-pub fn client(want: String, datagrams: bool) -> Result<ClientConfig, String> {
-    client_for(want, ALPN, datagrams)
+pub fn client(want: String, datagrams: bool, cc: Option<&str>) -> Result<ClientConfig, String> {
+    client_for(want, ALPN, datagrams, cc)
 }
 
 /// [`client`] naming the application protocol `alpn`.
-pub fn client_for(want: String, alpn: &[u8], datagrams: bool) -> Result<ClientConfig, String> {
+pub fn client_for(
+    want: String,
+    alpn: &[u8],
+    datagrams: bool,
+    cc: Option<&str>,
+) -> Result<ClientConfig, String> {
     let mut tls = Arc::unwrap_or_clone(pin::client_config(want)?);
     tls.alpn_protocols = vec![alpn.to_vec()];
     let crypto =
         QuicClientConfig::try_from(tls).map_err(|e| format!("QUIC with TLS 1.3 on ring: {e}"))?;
     let mut c = ClientConfig::new(Arc::new(crypto));
-    c.transport_config(transport(0, datagrams));
+    c.transport_config(transport(0, datagrams, cc)?);
     Ok(c)
 }

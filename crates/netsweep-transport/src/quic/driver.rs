@@ -354,7 +354,12 @@ pub fn recv_datagram(
 /// packets sent whole (don't fragment: path-MTU discovery probes with them).
 pub fn socket(bind: SocketAddr, k: &Knobs) -> io::Result<(Socket, Vec<String>)> {
     let sock = ip::open(Transport::Udp, bind.ip())?;
-    let notes = knobs::apply(&sock, k, Transport::Quic, bind.is_ipv6())?;
+    // The congestion controller is quinn-proto's (config.rs), not a socket option.
+    let socket_knobs = Knobs {
+        congestion_control: None,
+        ..k.clone()
+    };
+    let notes = knobs::apply(&sock, &socket_knobs, Transport::Quic, bind.is_ipv6())?;
     dont_fragment(&sock, bind.is_ipv6())?;
     sock.bind(&SockAddr::from(bind))?;
     Ok((sock, notes))

@@ -41,6 +41,9 @@ impl QuicEndpoint {
         datagrams: bool,
     ) -> io::Result<Self> {
         let mut q = describe(&d, presented);
+        if let Some(cc) = &granted.congestion_control {
+            q.congestion_control = cc.clone();
+        }
         if datagrams {
             q.streams = format!(
                 "DATAGRAM frames (RFC 9221), {} KiB buffered each way; the session cookie on \

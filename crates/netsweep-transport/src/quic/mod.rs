@@ -30,8 +30,10 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-/// The knobs of a `quic` socket: IP's (its buffers, TOS, priority, busy polling).
+/// The knobs of a `quic` socket: IP's (its buffers, TOS, priority, busy polling), and the
+/// congestion controller (quinn-proto's, not the kernel's).
 pub const QUIC_KNOBS: &[Knob] = &[
+    Knob::CongestionControl,
     Knob::Sndbuf,
     Knob::Rcvbuf,
     Knob::Tos,
@@ -63,7 +65,7 @@ pub static QUIC: Descriptor = Descriptor {
 pub const DATAGRAM_MAX: u64 = 1200 - (1 + 8 + 4) - 9 - 16;
 
 fn probe() -> Result<Option<socket2::Socket>, String> {
-    config::server(false)?;
+    config::server(false, None)?;
     probe_socket(Transport::Quic, || {
         ip::open(Transport::Udp, IpAddr::V4(Ipv4Addr::LOCALHOST))
     })
@@ -89,7 +91,9 @@ fn listen(
     api: Api,
 ) -> io::Result<Box<dyn DataListener>> {
     let datagrams = api == Api::Datagram;
-    let server = config::server(datagrams).map_err(io::Error::other)?;
+    let cc = setup.server_knobs.congestion_control.as_deref();
+    let server = config::server(datagrams, cc)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let id = identity::server().map_err(io::Error::other)?;
     let (sock, notes) = driver::socket(SocketAddr::new(bind, 0), &setup.server_knobs)?;
     let port = sock.local_addr()?.as_socket().map_or(0, |a| a.port());
@@ -136,6 +140,7 @@ impl DataListener for QuicListener {
         let (ep, handle, conn, from, strangers) = first;
         let v6 = from.is_ipv6();
         let mut granted = knobs::granted(&sock, &self.knobs, Transport::Quic, v6, notes);
+        granted.congestion_control = Some(controller_name(&self.knobs));
         if strangers > 0 {
             granted.notes.push(format!(
                 "{strangers} datagram(s) to the data port from addresses other than the \
@@ -179,10 +184,18 @@ impl DataListener for QuicListener {
     }
 }
 
+/// The name of the congestion controller `k` asks for (checked when its configuration was
+/// made).
+fn controller_name(k: &Knobs) -> String {
+    config::controller(k.congestion_control.as_deref()).map_or_else(|e| e, |(_, n)| n.to_string())
+}
+
 fn connect(p: &Peer<'_>, cookie: u64, api: Api) -> io::Result<Box<dyn Endpoint>> {
     let want = tls::announced(p)?;
     let datagrams = api == Api::Datagram;
-    let config = config::client(want, datagrams).map_err(io::Error::other)?;
+    let cc = p.knobs.congestion_control.as_deref();
+    let config = config::client(want, datagrams, cc)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let server = p.addr();
     let any: IpAddr = if server.is_ipv4() {
         IpAddr::from([0u8; 4])
@@ -191,7 +204,8 @@ fn connect(p: &Peer<'_>, cookie: u64, api: Api) -> io::Result<Box<dyn Endpoint>>
     };
     let (sock, notes) = driver::socket(SocketAddr::new(any, 0), p.knobs)?;
     sock.connect(&SockAddr::from(server))?;
-    let granted = knobs::granted(&sock, p.knobs, Transport::Quic, server.is_ipv6(), notes);
+    let mut granted = knobs::granted(&sock, p.knobs, Transport::Quic, server.is_ipv6(), notes);
+    granted.congestion_control = Some(controller_name(p.knobs));
     let mut ep = quinn_proto::Endpoint::new(config::endpoint(), None, true, None);
     let (handle, conn) = ep
         .connect(Instant::now(), config, server, SERVER_NAME)

@@ -54,7 +54,7 @@ pub fn fetch(
     );
     let (sock, _) = socket(any, &Default::default())?;
     sock.connect(&SockAddr::from(server))?;
-    let config = config::client_for(pin, ALPN, false).map_err(io::Error::other)?;
+    let config = config::client_for(pin, ALPN, false, None).map_err(io::Error::other)?;
     let mut ep = quinn_proto::Endpoint::new(config::endpoint(), None, true, None);
     let (handle, conn) = ep
         .connect(Instant::now(), config, server, SERVER_NAME)

@@ -50,7 +50,7 @@ fn a_megabyte_each_way_round_trips() {
 fn first_initial(port: u16, fp: &str) -> Vec<u8> {
     let to: SocketAddr = ([127, 0, 0, 1], port).into();
     let mut ep = quinn_proto::Endpoint::new(quic::config::endpoint(), None, true, None);
-    let config = quic::config::client(fp.to_string(), false).unwrap();
+    let config = quic::config::client(fp.to_string(), false, None).unwrap();
     let (_, mut conn) = ep.connect(Instant::now(), config, to, "netsweep").unwrap();
     let mut buf = Vec::new();
     let t = conn.poll_transmit(Instant::now(), 1, &mut buf).unwrap();
