@@ -474,6 +474,12 @@ pub struct ReportArgs {
     /// Write every plot as PNG into DIR (created if missing).
     #[arg(long, value_name = "DIR")]
     pub png: Option<String>,
+
+    /// The legend name of each FILE, in order (repeat it, once per FILE). Without it a run
+    /// is named by what differs between the runs when that is short (at most three fields,
+    /// 40 characters: "tcp · sndbuf=262144"), else by its file's name.
+    #[arg(long, value_name = "NAME")]
+    pub label: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -504,6 +510,11 @@ pub struct CompareArgs {
     /// host (docs/methodology.md, "Calibration"); 0 reports every interval that excludes 1.
     #[arg(long, value_name = "PERCENT", default_value_t = 2.0, value_parser = parse_noise)]
     pub noise: f64,
+
+    /// The name of each FILE in the verdicts and the plot, in order (repeat it, once per
+    /// FILE); without it, what differs between the runs when short, else the file's name.
+    #[arg(long, value_name = "NAME")]
+    pub label: Vec<String>,
 }
 
 /// `--noise`: a percentage from 0 to 50.

@@ -18,7 +18,7 @@ use std::process::ExitCode;
 /// Compares each run with the first and writes the comparison where asked.
 pub fn main(a: CompareArgs) -> Result {
     let runs = load_runs(&a.files)?;
-    let runs = named(&runs);
+    let runs = named(&runs, &a.label)?;
     let labels = legend::labels(&runs);
     let noise = a.noise / 100.0;
     let cs: Vec<compare::Comparison> = (1..runs.len())

@@ -33,9 +33,25 @@ pub fn load_runs(files: &[String]) -> Result<Vec<(String, RunResult)>> {
     Ok(out)
 }
 
-/// The runs as [`Named`] references for the reporters.
-pub fn named(runs: &[(String, RunResult)]) -> Vec<Named<'_>> {
-    runs.iter().map(|(name, run)| Named { name, run }).collect()
+/// The runs as [`Named`] references for the reporters, with the user's `--label`s: none, or
+/// one per file (anything else is a usage error naming the counts).
+pub fn named<'a>(runs: &'a [(String, RunResult)], given: &'a [String]) -> Result<Vec<Named<'a>>> {
+    if !given.is_empty() && given.len() != runs.len() {
+        return Err(Error::usage(format!(
+            "{} --label for {} files: give one --label per FILE, in the files' order, or none",
+            given.len(),
+            runs.len()
+        )));
+    }
+    Ok(runs
+        .iter()
+        .enumerate()
+        .map(|(i, (name, run))| Named {
+            name,
+            run,
+            label: given.get(i).map(String::as_str),
+        })
+        .collect())
 }
 
 /// Replaces `path` with `bytes` whole (an image), creating its directory.
@@ -91,7 +107,7 @@ pub fn main(a: ReportArgs) -> Result {
         )));
     }
     let runs = load_runs(&a.files)?;
-    let named = named(&runs);
+    let named = named(&runs, &a.label)?;
     let visual = a.html.is_some() || a.svg.is_some() || a.png.is_some();
     if let Some(out) = &a.html {
         let page = html::page(&named);

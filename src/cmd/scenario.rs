@@ -322,7 +322,10 @@ fn write_visuals(out: &Path, runs: &[ScenarioRunOutcome]) -> Result<Option<PathB
     if loaded.is_empty() {
         return Ok(None);
     }
-    let named = crate::cmd::report::named(&loaded);
+    let named: Vec<_> = loaded
+        .iter()
+        .map(|(name, run)| netsweep_report::legend::Named::new(name, run))
+        .collect();
     let html = out.join("report.html");
     write_atomic(&html, &netsweep_report::html::page(&named))
         .map_err(|e| format!("cannot write {}: {e}", html.display()))?;

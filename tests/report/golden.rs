@@ -102,7 +102,10 @@ fn every_format_matches_its_golden_file() {
 #[test]
 fn plots_and_html_match_their_golden_files() {
     let runs = archived();
-    let named: Vec<Named<'_>> = runs.iter().map(|(name, run)| Named { name, run }).collect();
+    let named: Vec<Named<'_>> = runs
+        .iter()
+        .map(|(name, run)| Named::new(name, run))
+        .collect();
     for n in &named {
         let one = [*n];
         let labels = legend::labels(&one);

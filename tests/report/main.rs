@@ -8,3 +8,4 @@ mod experiments;
 mod golden;
 mod openmetrics;
 mod pandas;
+mod pictures;

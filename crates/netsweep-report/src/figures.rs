@@ -384,6 +384,102 @@ fn fairness(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
     (!c.series.is_empty()).then(|| fit(c, false))
 }
 
+/// How many distinct message sizes a run measured.
+fn sizes(run: &RunResult) -> usize {
+    let mut v: Vec<u64> = run.points.iter().map(|p| p.size).collect();
+    v.sort_unstable();
+    v.dedup();
+    v.len()
+}
+
+/// Runs of one size each (a probe, a one-size bulk run): a figure against size would hold a
+/// dot per run, so each run is one mark with its 95% interval, side by side — throughput, and
+/// RTT/2 where the run measured it.
+fn per_run(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
+    let names: Vec<String> = runs
+        .iter()
+        .zip(labels)
+        .map(|(r, l)| match r.run.points.first() {
+            Some(p) => format!("{l} ({})", units::size_tick(p.size as f64)),
+            None => format!("{l} (no point)"),
+        })
+        .collect();
+    let x = Axis {
+        title: "run (message size)".into(),
+        unit: Unit::Category(names),
+        scale: Scale::Linear {
+            min: -0.5,
+            max: runs.len() as f64 - 0.5,
+        },
+    };
+    let mark = |i: usize, v: f64, lo: f64, hi: f64| Series {
+        color: i,
+        points: vec![(i as f64, v)],
+        errors: if hi > lo {
+            vec![(i as f64, lo, hi)]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    let mut tp = chart(
+        "throughput",
+        "Throughput of each run",
+        "one size per run: pingpong bytes ÷ (RTT/2), stream the receiver's rate · whisker: 95% confidence interval of the mean",
+        x.clone(),
+        axis("throughput", Unit::Mbps),
+    );
+    let mut lat = chart(
+        "latency",
+        "Latency (RTT/2) of each run",
+        "one size per run: the median (p50) of RTT/2 · whisker: min to p99",
+        x,
+        axis("latency, RTT/2", Unit::Nanos),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let Some(p) = r.run.points.first() else {
+            continue;
+        };
+        let (e, ci) = (p.throughput_mbps, p.throughput_mbps.ci95.unwrap_or(0.0));
+        tp.series
+            .push(mark(i, e.mean, (e.mean - ci).max(0.0), e.mean + ci));
+        if let Some(l) = p.latency.filter(|_| r.run.spec.pattern != Pattern::Rate) {
+            let d = l.half_rtt_ns;
+            lat.series.push(mark(i, d.p50, d.min, d.p99));
+        }
+    }
+    let mut v = vec![fit_y(tp)];
+    if !lat.series.is_empty() {
+        v.push(fit_y(lat));
+    }
+    v
+}
+
+/// Fits a chart's y axis to its marks and their whiskers — linear from zero, or log when they
+/// span over two decades (a 64 B probe beside a bulk run) — keeping the x axis: categories.
+fn fit_y(mut c: Chart) -> Chart {
+    let ys = c
+        .series
+        .iter()
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .map(|p| p.1)
+                .chain(s.errors.iter().flat_map(|e| [e.1, e.2]))
+        })
+        .collect::<Vec<_>>();
+    let (lo, hi) = ys
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let log = lo > 0.0 && hi / lo > 100.0;
+    if log {
+        c.y.title.push_str(" (log scale)");
+    }
+    c.y.scale = Scale::fit(ys, log, !log);
+    c
+}
+
 /// Every figure that applies to these runs, in report order. Rate runs add their load and
 /// timeline figures ([`crate::load_figures`]), streams with `--interval` theirs
 /// ([`crate::stream_timeline`]); runs that are all rate runs have only those
@@ -392,6 +488,11 @@ pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
     let load = crate::load_figures::all(runs, labels);
     if !runs.is_empty() && runs.iter().all(|r| r.run.spec.pattern == Pattern::Rate) {
         return load;
+    }
+    if !runs.is_empty() && runs.iter().all(|r| sizes(r.run) <= 1) {
+        let mut v = per_run(runs, labels);
+        v.extend(load);
+        return v;
     }
     let mut v = vec![throughput(runs, labels)];
     v.extend(latency(runs, labels));

@@ -279,10 +279,7 @@ mod tests {
         let run = sweep();
         let k = run.knee.clone().expect("a knee");
         assert_eq!((k.below_rate, k.offered_rate), (Some(2e3), 4e3));
-        let named = [Named {
-            name: "r.json",
-            run: &run,
-        }];
+        let named = [Named::new("r.json", &run)];
         let labels = ["r".to_string()];
         let charts = crate::figures::all(&named, &labels);
         let ids: Vec<&str> = charts.iter().map(|c| c.id.as_str()).collect();
@@ -350,10 +347,7 @@ mod tests {
             summary.contains("knee: latency climbs between 2k and 4k"),
             "{summary}"
         );
-        let page = crate::html::page(&[Named {
-            name: "r.json",
-            run: &run,
-        }]);
+        let page = crate::html::page(&[Named::new("r.json", &run)]);
         assert!(page.contains("knee: latency climbs"), "html");
         // Notes name the offered loads of a sweep, not its one size.
         assert!(

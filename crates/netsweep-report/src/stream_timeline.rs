@@ -78,14 +78,7 @@ mod tests {
     #[test]
     fn points_are_laid_end_to_end_and_loss_is_a_share_of_the_interval() {
         let mut run = results::load(include_str!("../../../tests/data/udp-stream.json")).unwrap();
-        assert!(all(
-            &[Named {
-                name: "a",
-                run: &run
-            }],
-            &["a".into()]
-        )
-        .is_empty());
+        assert!(all(&[Named::new("a", &run)], &["a".into()]).is_empty());
         for p in run.points.iter_mut().take(2) {
             p.timeline = (0..3)
                 .map(|k| StreamSample {
@@ -101,13 +94,7 @@ mod tests {
                 })
                 .collect();
         }
-        let charts = all(
-            &[Named {
-                name: "a",
-                run: &run,
-            }],
-            &["a".into()],
-        );
+        let charts = all(&[Named::new("a", &run)], &["a".into()]);
         assert_eq!(charts.len(), 2);
         let rx = &charts[0].series[0].points;
         assert_eq!(rx.len(), 6);

@@ -117,7 +117,7 @@ fn columns(s: &RunSpec) -> String {
             "(connect, request, response, close; µs)"
         ),
         Pattern::Stream => format!(
-            "{:>9} {:>12} {:>12} {:>8}{}\n",
+            "{:>9} {:>12} {:>12} {:>8}{}  {}\n",
             "bytes",
             "sender",
             "receiver",
@@ -127,6 +127,7 @@ fn columns(s: &RunSpec) -> String {
             } else {
                 String::new()
             },
+            "(Mbit/s each side; CI of the receiver's)"
         ),
         Pattern::Bidir => format!(
             "{:>9} {:>12} {:>12} {:>12} {:>12} {:>8}{}  {}\n",

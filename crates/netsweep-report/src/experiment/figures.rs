@@ -429,7 +429,8 @@ fn against_size(
         log => log,
     };
     if !log_x {
-        c.x.title = "message size (bytes)".into();
+        // The ticks' unit (bytes, KiB, MiB) is added to the title when drawn.
+        c.x.title = "message size".into();
     } else {
         c.x.title = "message size (bytes, log scale)".into();
     }

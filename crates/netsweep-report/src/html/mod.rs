@@ -164,11 +164,24 @@ pub fn page(runs: &[Named<'_>]) -> String {
     if runs.len() > 1 {
         let cs = comparisons(runs, &labels);
         o.push_str("<h2>Comparison</h2>\n<p>Per size, B ÷ A with its 95% confidence interval; a difference is significant when Welch's t-test on the two points' trial statistics rejects equal means at 95% (see docs/report.md).</p>\n");
-        let _ = writeln!(
-            o,
-            "<figure id=\"fig-ratio\">\n{}</figure>",
-            svg::render(&compare::plot::ratio_chart(&cs, Metric::Throughput))
-        );
+        // A ratio needs a point both runs measured: without one, say why instead of
+        // drawing an empty chart.
+        if cs.iter().any(|c| !c.metrics.is_empty()) {
+            let _ = writeln!(
+                o,
+                "<figure id=\"fig-ratio\">\n{}</figure>",
+                svg::render(&compare::plot::ratio_chart(&cs, Metric::Throughput))
+            );
+        }
+        for (i, _) in cs.iter().enumerate().filter(|(_, c)| c.metrics.is_empty()) {
+            let _ = writeln!(
+                o,
+                "<p class=\"none\">{} and {} share no measured point, so there is no ratio to draw: {}.</p>",
+                esc(&labels[0]),
+                esc(&labels[i + 1]),
+                esc(&compare::swept(runs[0].run, runs[i + 1].run))
+            );
+        }
         for c in &cs {
             o.push_str(&comparison(c));
         }

@@ -73,6 +73,58 @@ impl Unit {
     }
 }
 
+/// The divisor and name of the one unit a linear axis of `unit` is labelled in, chosen by
+/// the largest tick: `None` for units without prefixes (or an axis without ticks).
+fn common_unit(unit: &Unit, largest: f64) -> Option<(f64, &'static str)> {
+    const K: f64 = 1024.0;
+    let m = largest;
+    Some(match unit {
+        Unit::Mbps if m >= 1e3 => (1e3, "Gbit/s"),
+        Unit::Mbps if m >= 1.0 || m == 0.0 => (1.0, "Mbit/s"),
+        Unit::Mbps => (1e-3, "kbit/s"),
+        Unit::Nanos if m >= 1e9 => (1e9, "s"),
+        Unit::Nanos if m >= 1e6 => (1e6, "ms"),
+        Unit::Nanos if m >= 1e3 => (1e3, "µs"),
+        Unit::Nanos => (1.0, "ns"),
+        // Under 10 KiB a byte axis stays in bytes (1500, not 1.46 KiB).
+        Unit::Bytes if m >= K * K * K => (K * K * K, "GiB"),
+        Unit::Bytes if m >= K * K => (K * K, "MiB"),
+        Unit::Bytes if m >= 10.0 * K => (K, "KiB"),
+        Unit::Bytes => (1.0, "bytes"),
+        Unit::PerSecond if m >= 1e9 => (1e9, "G/s"),
+        Unit::PerSecond if m >= 1e6 => (1e6, "M/s"),
+        Unit::PerSecond if m >= 1e3 => (1e3, "k/s"),
+        Unit::PerSecond => (1.0, "/s"),
+        _ => return None,
+    })
+}
+
+impl Unit {
+    /// The labels of an axis's ticks, and the unit its title names. On a linear axis of a
+    /// quantity with prefixes (bytes, time, rate, events/s) every tick is in the unit of the
+    /// largest and the unit is said once, in the title ("throughput (Gbit/s)"), so "0 Mbit/s"
+    /// never sits under "20 Gbit/s"; on a log axis, whose ticks are decades apart, each tick
+    /// carries its own unit.
+    pub fn axis_labels(&self, scale: &Scale, ticks: &[f64]) -> (Vec<String>, Option<String>) {
+        let largest = ticks.iter().fold(0f64, |m, t| m.max(t.abs()));
+        match (scale, common_unit(self, largest)) {
+            (Scale::Linear { .. }, Some((div, name))) if !ticks.is_empty() => (
+                ticks.iter().map(|t| units::short(t / div)).collect(),
+                Some(name.to_string()),
+            ),
+            _ => (ticks.iter().map(|t| self.label(*t)).collect(), None),
+        }
+    }
+}
+
+/// An axis title with the unit its ticks are in: "throughput (Gbit/s)".
+pub fn titled(title: &str, unit: Option<&str>) -> String {
+    match unit {
+        Some(u) => format!("{title} ({u})"),
+        None => title.to_string(),
+    }
+}
+
 impl Scale {
     /// A scale fitting `values`: log (positive values only) or linear (from 0 when
     /// `from_zero`), padded a little. Falls back to 1..10 (log) or 0..1 when nothing fits.
@@ -237,8 +289,10 @@ fn pow2_ticks(min: f64, max: f64) -> Vec<f64> {
     }
     // Exponents of finite positive doubles: -1074..=1024, so `b - a` fits an i32.
     let (a, b) = (min.log2().ceil() as i32, max.log2().floor() as i32);
-    if b < a {
-        return linear_ticks(min, max, 4);
+    // Under two doublings (600 B–1500 B) powers of two leave one tick or none: decimal
+    // steps then.
+    if b - a < 2 {
+        return linear_ticks(min, max, 5);
     }
     // Beyond 100 doublings (only absurd values span that), every so many tens.
     let wide = (b - a).div_euclid(100) * 10 + 10;

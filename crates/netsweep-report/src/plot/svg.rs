@@ -1,6 +1,7 @@
 //! Draws a [`Chart`] as a standalone SVG document: hand-written markup, no scripts, fonts
 //! named generically (DejaVu Sans first, which the PNG renderer finds on this system).
 
+use super::scale::titled;
 use super::{color, Chart, Series, Stroke};
 use std::fmt::Write;
 
@@ -12,6 +13,8 @@ const RIGHT: f64 = 24.0;
 const TOP: f64 = 58.0;
 const AXIS_BELOW: f64 = 52.0;
 const LEGEND_ROW: f64 = 18.0;
+const MARKER_ROW: f64 = 13.0;
+const MARKER_ROWS: usize = 4;
 const FONT: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
 
 /// Escapes text for XML content and attributes.
@@ -90,8 +93,12 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
         text_width(&chart.legend_title, 12.0) + 12.0
     };
     let (legend_pos, legend_rows) = legend_layout(&legend, plot_w, title_w);
-    let h = TOP + PLOT_H + AXIS_BELOW + legend_rows as f64 * LEGEND_ROW + 12.0;
-    let (x0, y0, y1) = (LEFT, TOP, TOP + PLOT_H);
+    // Anomaly labels go in rows of their own between the subtitle and the plot, never over
+    // the data (up to four rows, staggered).
+    let label_band = chart.markers.len().min(MARKER_ROWS) as f64 * MARKER_ROW;
+    let top = TOP + label_band;
+    let h = top + PLOT_H + AXIS_BELOW + legend_rows as f64 * LEGEND_ROW + 12.0;
+    let (x0, y0, y1) = (LEFT, top, top + PLOT_H);
     let px = |v: f64| x0 + chart.x.scale.frac(v) * plot_w;
     let py = |v: f64| y1 - chart.y.scale.frac(v) * PLOT_H;
     let clip = format!("clip-{}", ident(&chart.id));
@@ -117,7 +124,11 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
     }
     // Grid and ticks.
     let _ = writeln!(o, r##"<g font-size="11" fill="#333">"##);
-    for t in chart.x.scale.ticks(&chart.x.unit) {
+    let x_ticks = chart.x.scale.ticks(&chart.x.unit);
+    let (x_labels, x_unit) = chart.x.unit.axis_labels(&chart.x.scale, &x_ticks);
+    let y_ticks = chart.y.scale.ticks(&chart.y.unit);
+    let (y_labels, y_unit) = chart.y.unit.axis_labels(&chart.y.scale, &y_ticks);
+    for (&t, label) in x_ticks.iter().zip(&x_labels) {
         let x = px(t);
         if !x.is_finite() {
             continue;
@@ -126,10 +137,10 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
             o,
             r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#e3e3e3"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             y1 + 16.0,
-            esc(&chart.x.unit.label(t))
+            esc(label)
         );
     }
-    for t in chart.y.scale.ticks(&chart.y.unit) {
+    for (&t, label) in y_ticks.iter().zip(&y_labels) {
         let y = py(t);
         if !y.is_finite() {
             continue;
@@ -140,7 +151,7 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
             x0 + plot_w,
             x0 - 6.0,
             y + 4.0,
-            esc(&chart.y.unit.label(t))
+            esc(label)
         );
     }
     let _ = writeln!(o, "</g>");
@@ -153,13 +164,13 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
         r##"<text x="{:.1}" y="{:.1}" font-size="12.5" text-anchor="middle" fill="#222">{}</text>"##,
         x0 + plot_w / 2.0,
         y1 + 38.0,
-        esc(&chart.x.title)
+        esc(&titled(&chart.x.title, x_unit.as_deref()))
     );
     let _ = writeln!(
         o,
         r##"<text transform="translate(16 {:.1}) rotate(-90)" font-size="12.5" text-anchor="middle" fill="#222">{}</text>"##,
         y0 + PLOT_H / 2.0,
-        esc(&chart.y.title)
+        esc(&titled(&chart.y.title, y_unit.as_deref()))
     );
     let _ = writeln!(o, r#"<g clip-path="url(#{clip})">"#);
     // Markers (anomalies): shaded x-ranges.
@@ -204,7 +215,7 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
         }
     }
     let _ = writeln!(o, "</g>");
-    // Marker labels, outside the clip so they stay readable; staggered.
+    // Marker labels, above the plot; staggered.
     for (i, m) in chart.markers.iter().enumerate() {
         let (a, b) = (px(m.from), px(m.to));
         if !a.is_finite() || !b.is_finite() {
@@ -216,7 +227,7 @@ pub fn body(chart: &Chart, w: f64, background: bool) -> (String, f64) {
         let _ = writeln!(
             o,
             r##"<text class="anomaly-label" x="{x:.1}" y="{:.1}" font-size="10.5" fill="{}" font-weight="bold">{}</text>"##,
-            y0 + 13.0 + (i % 4) as f64 * 13.0,
+            TOP + 9.0 + (i % MARKER_ROWS) as f64 * MARKER_ROW,
             color(m.color),
             esc(&m.label)
         );
@@ -387,5 +398,47 @@ mod tests {
         assert!(a.contains(r#"class="anomaly""#));
         // The zero size cannot be drawn on a log axis: the line breaks instead.
         assert_eq!(a.matches("<polyline").count(), 1);
+    }
+
+    /// The number of an attribute `name="…"` in the first element of `class`.
+    fn attr(svg: &str, class: &str, name: &str) -> f64 {
+        let at = svg.find(&format!(r#"class="{class}""#)).expect(class);
+        let rest = &svg[at..];
+        let v = rest.split(&format!(r#" {name}=""#)).nth(1).expect(name);
+        v.split('"').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn anomaly_labels_sit_above_the_plot_not_over_its_data() {
+        let a = render(&chart());
+        // The shaded range starts at the plot's top; its label's baseline is above it.
+        let (label, top) = (attr(&a, "anomaly-label", "y"), attr(&a, "anomaly", "y"));
+        assert!(label < top, "label at y={label}, plot from y={top}");
+        // Without markers the plot keeps its place: no empty band.
+        let mut c = chart();
+        c.markers.clear();
+        let plain = render(&c);
+        assert!(!plain.contains("anomaly"));
+        let height = |svg: &str| -> f64 {
+            let v = svg.split(r#" height=""#).nth(1).unwrap();
+            v.split('"').next().unwrap().parse().unwrap()
+        };
+        assert!(height(&plain) < height(&a));
+    }
+
+    #[test]
+    fn a_linear_axis_names_one_unit_in_its_title_and_bare_ticks() {
+        let mut c = chart();
+        c.y.scale = Scale::Linear {
+            min: 0.0,
+            max: 25_000.0,
+        };
+        let a = render(&c);
+        assert!(a.contains(">throughput (Gbit/s)<"), "{a}");
+        // "0 Mbit/s" under "20 Gbit/s" was the finding: every tick in one unit, unlabelled.
+        assert!(!a.contains(" Mbit/s<") && !a.contains(" Gbit/s<"));
+        assert!(a.contains(r#"text-anchor="end">0<"#) && a.contains(r#"text-anchor="end">20<"#));
+        // A log axis keeps a unit on each tick (decades apart) and none in its title.
+        assert!(a.contains(">1 KiB<") && a.contains(">message size<"));
     }
 }
