@@ -94,14 +94,8 @@ pub(crate) fn fit_xy(mut c: Chart, x_log: bool, y_log: bool) -> Chart {
         })
         .collect::<Vec<_>>();
     let ys = c
-        .series
-        .iter()
-        .flat_map(|s| {
-            s.points
-                .iter()
-                .map(|p| p.1)
-                .chain(s.band.iter().flat_map(|b| [b.1, b.2]))
-        })
+        .ys()
+        .into_iter()
         .chain(c.hlines.iter().copied())
         .collect::<Vec<_>>();
     c.x.scale = Scale::fit(xs, x_log, !x_log);
@@ -458,16 +452,7 @@ fn per_run(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
 /// Fits a chart's y axis to its marks and their whiskers — linear from zero, or log when they
 /// span over two decades (a 64 B probe beside a bulk run) — keeping the x axis: categories.
 fn fit_y(mut c: Chart) -> Chart {
-    let ys = c
-        .series
-        .iter()
-        .flat_map(|s| {
-            s.points
-                .iter()
-                .map(|p| p.1)
-                .chain(s.errors.iter().flat_map(|e| [e.1, e.2]))
-        })
-        .collect::<Vec<_>>();
+    let ys = c.ys();
     let (lo, hi) = ys
         .iter()
         .filter(|v| v.is_finite())

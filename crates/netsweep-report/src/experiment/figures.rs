@@ -174,7 +174,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     }
     // Small multiples share the value axis, so heights compare across panels.
     if charts.len() > 1 {
-        let all: Vec<f64> = charts.iter().flat_map(ys).collect();
+        let all: Vec<f64> = charts.iter().flat_map(Chart::ys).collect();
         let log_y = spec.log_y.unwrap_or(false);
         let scale = Scale::fit(all, log_y, !log_y && spec.y_zero.unwrap_or(true));
         for c in &mut charts {
@@ -257,7 +257,7 @@ fn dashed_beside(chart: &mut Chart, extra: Chart, solid: &Metric, dashed: &Metri
         chart.series.push(s);
     }
     let log = matches!(chart.y.scale, Scale::Log { .. });
-    chart.y.scale = Scale::fit(ys(chart), log, !log && zero);
+    chart.y.scale = Scale::fit(chart.ys(), log, !log && zero);
     chart.y.title = format!("{sn} (solid), {dn} (dashed)");
 }
 
@@ -294,20 +294,6 @@ fn empty_chart(x: Axis, y: Axis) -> Chart {
         bars: false,
         legend_title: String::new(),
     }
-}
-
-/// y values of the chart for fitting its scale.
-fn ys(c: &Chart) -> Vec<f64> {
-    c.series
-        .iter()
-        .flat_map(|s| {
-            s.points
-                .iter()
-                .map(|p| p.1)
-                .chain(s.errors.iter().flat_map(|e| [e.1, e.2]))
-                .chain(s.band.iter().flat_map(|b| [b.1, b.2]))
-        })
-        .collect()
 }
 
 fn against_factor(
@@ -385,7 +371,7 @@ fn against_factor(
         c.series.push(s);
     }
     let log_y = spec.log_y.unwrap_or(false);
-    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
+    c.y.scale = Scale::fit(c.ys(), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
 }
 
@@ -435,7 +421,7 @@ fn against_size(
         c.x.title = "message size (bytes, log scale)".into();
     }
     let log_y = spec.log_y.unwrap_or(false);
-    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
+    c.y.scale = Scale::fit(c.ys(), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
 }
 
@@ -472,7 +458,7 @@ fn against_metric(
         .collect();
     c.x.scale = Scale::fit(xs, log_x, false);
     let log_y = spec.log_y.unwrap_or(false);
-    c.y.scale = Scale::fit(ys(&c), log_y, !log_y && spec.y_zero.unwrap_or(true));
+    c.y.scale = Scale::fit(c.ys(), log_y, !log_y && spec.y_zero.unwrap_or(true));
     c
 }
 

@@ -91,6 +91,20 @@ impl Chart {
     pub fn is_empty(&self) -> bool {
         self.series.iter().all(|s| s.points.is_empty())
     }
+
+    /// Every y value drawn — points, error bars, bands — for fitting the y scale.
+    pub fn ys(&self) -> Vec<f64> {
+        self.series
+            .iter()
+            .flat_map(|s| {
+                s.points
+                    .iter()
+                    .map(|p| p.1)
+                    .chain(s.errors.iter().flat_map(|e| [e.1, e.2]))
+                    .chain(s.band.iter().flat_map(|b| [b.1, b.2]))
+            })
+            .collect()
+    }
 }
 
 /// Okabe–Ito colours (distinguishable with colour-blindness), then a few more.
