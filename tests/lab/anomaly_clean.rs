@@ -1,4 +1,4 @@
-//! Issue 5: clean loopback sweeps report no anomaly. Runs real sweeps with both ends pinned
+//! Issue 5: clean loopback sweeps report no anomaly. Runs two real sweeps with both ends pinned
 //! to one CPU (`taskset -c 0`: on this 2-core VM unpinned loopback is bimodal, see
 //! docs/anomalies.md) and asserts the detector finds nothing when the machine was idle over
 //! the sweep (other work on that CPU makes real dips; the test says when it skipped the
@@ -45,8 +45,9 @@ fn clean_pinned_loopback_sweeps_have_no_anomaly() {
         "util-linux",
     );
     let dir = scratch("anomaly-clean");
-    let configs: [&[&str]; 3] = [
-        &["-t", "unix", "-p", "stream", "--sizes", "1k..256k:*1.25"],
+    // The same sweep twice: a detector that flags noise flags one of two clean runs too
+    // (docs/anomalies.md: 0 in 20 on a quiet host); a third run added 18 s and no case.
+    let configs: [&[&str]; 2] = [
         &["-t", "unix", "-p", "stream", "--sizes", "1k..256k:*1.25"],
         &["-t", "unix", "-p", "stream", "--sizes", "1k..256k:*1.25"],
     ];

@@ -114,7 +114,7 @@ fn a_client_killed_mid_run_disturbs_no_one() {
     let idle = server.threads();
     let dir = scratch("serve-kill");
     let outs = outs(&dir, 6);
-    let sweep = "1000..1012:+1";
+    let sweep = "1000..1006:+1";
     let mut victim = client(&server.addr, &outs[0], sweep);
     let others = [
         client(&server.addr, &outs[1], sweep),
@@ -123,7 +123,7 @@ fn a_client_killed_mid_run_disturbs_no_one() {
     wait_for_points(&outs[0], 1);
     victim.kill().unwrap();
     let _ = victim.wait();
-    let expected: Vec<u64> = (1000..=1012).collect();
+    let expected: Vec<u64> = (1000..=1006).collect();
     for (c, out) in others.into_iter().zip(&outs[1..3]) {
         check_own_results(&server, &c.wait_with_output().unwrap(), out, &expected);
     }
@@ -208,7 +208,7 @@ fn beyond_max_sessions_a_client_is_refused_with_the_limit() {
     let server = Server::start(&["--max-sessions", "2"]);
     let dir = scratch("serve-limit");
     let outs = outs(&dir, 3);
-    let sweep = "1000..1010:+1";
+    let sweep = "1000..1005:+1";
     let clients: Vec<Child> = outs
         .iter()
         .map(|o| client(&server.addr, o, sweep))
@@ -226,7 +226,7 @@ fn beyond_max_sessions_a_client_is_refused_with_the_limit() {
         msg.contains("running 2 sessions") && msg.contains("--max-sessions"),
         "the refusal names the limit: {msg}"
     );
-    let expected: Vec<u64> = (1000..=1010).collect();
+    let expected: Vec<u64> = (1000..=1005).collect();
     for i in (0..3).filter(|i| *i != refused[0]) {
         check_own_results(&server, &outputs[i], &outs[i], &expected);
     }
