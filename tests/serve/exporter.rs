@@ -210,8 +210,29 @@ fn a_probe_answers_openmetrics_and_every_dashboard_query_names_one_of_its_metric
     );
 }
 
+/// Debian's Prometheus on `listen` with `config`, its data and log (`prometheus.log`) in `dir`.
+pub(crate) fn prometheus(dir: &std::path::Path, config: &str, listen: &str) -> Killed {
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={listen}"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Killed(child)
+}
+
 /// Prometheus' instant query `q`: its result vector.
-fn query(prom: &str, q: &str) -> Vec<Value> {
+pub(crate) fn query(prom: &str, q: &str) -> Vec<Value> {
     let enc: String = q
         .bytes()
         .map(|b| match b {
@@ -290,21 +311,7 @@ fn prometheus_scrapes_the_probes_and_the_dashboards_queries_return_data() {
             &format!("iperf3://127.0.0.1:{iperf3_port}")
         ),
     );
-    std::fs::write(dir.join("prometheus.yml"), &config).unwrap();
-    let data = dir.join("tsdb");
-    let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!(
-            "--config.file={}",
-            dir.join("prometheus.yml").display()
-        ))
-        .arg(format!("--storage.tsdb.path={}", data.display()))
-        .arg(format!("--web.listen-address={prom}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let _prom = Killed(child);
+    let _prom = prometheus(&dir, &config, &prom);
     let deadline = Instant::now() + Duration::from_secs(90);
     let wanted = [
         ("netsweep_probe_success", "netsweep_bidir"),

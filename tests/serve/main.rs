@@ -6,6 +6,7 @@ mod allow_from;
 mod arming;
 mod auth;
 mod exporter;
+mod exporter_proxy;
 mod hostile;
 mod limits;
 mod many;
