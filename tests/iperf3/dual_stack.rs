@@ -1,14 +1,56 @@
 //! Issue 41 item 4: with no `--bind`, `netsweep serve` listens on `[::]` for IPv4 and IPv6
 //! clients both, as `iperf3 -s` does (it listened on 0.0.0.0 and refused IPv6 clients), on
-//! its own port and the iperf3 port; v4-mapped clients' tests and runs complete (their
-//! TOS and don't-fragment are IPv4's: the unit tests in netsweep-iperf3's `sockets` check
-//! the marking).
+//! its own port and the iperf3 port; v4-mapped clients' tests and runs complete, and their
+//! TOS is IPv4's: nft counts, on the wire, the marked packets the server sends a v4-mapped
+//! `-S -R` client (0 of 8453 were before; the unit tests in netsweep-iperf3's `sockets` check
+//! don't-fragment).
 
 use crate::common::iperf3::*;
 use crate::common::serve::Server;
 use crate::common::*;
 use std::process::Command;
 use std::time::Duration;
+
+/// nft counters in this host's output for TCP packets from `port`, and those of them marked
+/// DSCP AF11 (`-S 40`: TOS 0x28); the table is deleted on drop.
+struct Marked(String);
+
+impl Marked {
+    fn new(port: u16) -> Self {
+        let table = format!("nsw_marked_{}", std::process::id());
+        let rules = format!(
+            "table inet {table} {{\n counter sent {{}}\n counter marked {{}}\n chain output {{\n  \
+             type filter hook output priority 0;\n  tcp sport {port} counter name \"sent\"\n  \
+             tcp sport {port} ip dscp af11 counter name \"marked\"\n }}\n}}\n"
+        );
+        let mut nft = Command::new("nft");
+        nft.args(["-f", "-"]);
+        nft_load(nft, &rules);
+        Marked(table)
+    }
+
+    /// (packets sent from the port, packets marked).
+    fn counts(&self) -> (u64, u64) {
+        let read = |name: &str| {
+            let o = Command::new("nft")
+                .args(["-j", "list", "counter", "inet", &self.0, name])
+                .output()
+                .unwrap();
+            netsweep_lab::counters::parse_nft_counter(&String::from_utf8_lossy(&o.stdout))
+                .expect("the nft counter")
+                .0
+        };
+        (read("sent"), read("marked"))
+    }
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "inet", &self.0])
+            .status();
+    }
+}
 
 fn iperf3_to(host: &str, port: u16, args: &[&str]) -> serde_json::Value {
     let mut c = Command::new("iperf3");
@@ -75,6 +117,17 @@ fn the_default_listener_serves_ipv4_and_ipv6_clients() {
             server.log()
         );
     }
+    // A v4-mapped client's TOS on the wire: the server's data to a `-S 40 -R` client carries
+    // it (its control connection does not, as iperf3 -s's does not).
+    let marked = Marked::new(port);
+    let j = iperf3_to("127.0.0.1", port, &["-t", "1", "-S", "40", "-R"]);
+    assert!(j.get("error").is_none(), "-S 40 -R: {}", j["error"]);
+    let (sent, tos) = marked.counts();
+    eprintln!("-S 40 -R from a v4-mapped client: {tos} of the server's {sent} packets marked");
+    assert!(
+        sent > 100 && tos as f64 >= 0.9 * sent as f64,
+        "{tos} of {sent} packets the server sent a v4-mapped -S 40 client were marked"
+    );
     let log = server.log();
     assert!(
         log.contains("from 127.0.0.1:") && log.contains("from [::1]:"),

@@ -75,7 +75,7 @@ fn drop_every_sixteenth(lab: &Lab, host: &str, port_match: &str) {
         "table inet nsw_i3loss {{\n counter dropped {{}}\n chain input {{\n  type filter hook \
          input priority 0;\n  {port_match} 5201 @th,156,4 5 counter name \"dropped\" drop\n }}\n}}\n"
     );
-    nft_load(lab, host, &rules);
+    nft_into(lab, host, &rules);
 }
 
 fn dropped(lab: &Lab, host: &str) -> u64 {
@@ -387,21 +387,12 @@ fn count_tcp_out(lab: &Lab, host: &str) {
     let rules = "table inet nsw_i3acks {\n counter sent {}\n counter acks {}\n chain output {\n  \
                  type filter hook output priority 0;\n  meta l4proto tcp counter name \"sent\"\n  \
                  meta l4proto tcp ip length <= 80 counter name \"acks\"\n }\n}\n";
-    nft_load(lab, host, rules);
+    nft_into(lab, host, rules);
 }
 
 /// Loads an nft ruleset into `host`.
-fn nft_load(lab: &Lab, host: &str, rules: &str) {
-    let mut c = lab.command(host, &["nft", "-f", "-"]).unwrap();
-    let mut child = c.stdin(Stdio::piped()).spawn().unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rules.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "nft rules: {rules}");
+fn nft_into(lab: &Lab, host: &str, rules: &str) {
+    nft_load(lab.command(host, &["nft", "-f", "-"]).unwrap(), rules);
 }
 
 /// The share of `host`'s TCP bytes on the wire (IP bytes + 14 of Ethernet header a frame, as

@@ -9,8 +9,6 @@ use netsweep_lab::counters::parse_nft_counter;
 use netsweep_lab::{Lab, Topology};
 use netsweep_testkit::lab::{lab_test, run_id};
 use serde_json::Value;
-use std::io::Write;
-use std::process::Stdio;
 
 const LINK: &str = r#"
 [[hosts]]
@@ -41,21 +39,7 @@ fn install_rule(lab: &Lab, addr: &str) {
          }}\n",
         SIZE + 8
     );
-    let mut child = lab
-        .command("client", &["nft", "-f", "-"])
-        .unwrap()
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    nft_load(lab.command("client", &["nft", "-f", "-"]).unwrap(), &script);
 }
 
 fn refused_by_nft(lab: &Lab) -> u64 {

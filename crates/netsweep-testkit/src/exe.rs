@@ -367,6 +367,30 @@ pub fn assert_link_delivered(
     );
 }
 
+/// Loads the nft ruleset `rules` with `nft` (an `nft -f -` command: this host's, or one in a
+/// lab's namespace), panicking with nft's own words if it refuses them.
+pub fn nft_load(mut nft: std::process::Command, rules: &str) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = nft
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nft runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "nft refused the rules: {}\n{rules}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Holds `what`'s rate `got` to the arithmetic `expected` (within `tolerance`, a fraction)
 /// when the machine was idle enough over the measurement (`busy`); otherwise prints that the
 /// check was skipped and why: a busy machine delays a shaper and the path delivers less.
