@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         }
         runs.push((format!("run{i}"), run));
     }
-    let named: Vec<Named<'_>> = runs.iter().map(|(name, run)| Named { name, run }).collect();
+    let named: Vec<Named<'_>> = runs.iter().map(|(name, run)| Named::new(name, run)).collect();
     let page = html::page(&named);
     assert!(page.starts_with("<!DOCTYPE html>"));
     for (_, run) in &runs {

@@ -10,6 +10,9 @@ pub mod control;
 pub mod cpu;
 pub mod engine;
 pub mod error;
+// Only in cargo-fuzz builds (`--cfg fuzzing`): the fuzz targets' entry points are no part
+// of the library a user links.
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hostinfo;

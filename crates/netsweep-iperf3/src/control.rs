@@ -34,7 +34,8 @@ impl Control {
 }
 
 impl<S: Read + Write> Control<S> {
-    /// The control connection over the byte stream `s`.
+    /// The control connection over the byte stream `s` (the fuzz targets' in-memory one).
+    #[cfg(fuzzing)]
     pub(crate) fn over(s: S, addr: SocketAddr, timeout: Duration) -> Control<S> {
         Control { s, addr, timeout }
     }

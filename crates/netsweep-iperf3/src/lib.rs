@@ -10,6 +10,9 @@
 mod control;
 mod data;
 pub mod error;
+// Only in cargo-fuzz builds (`--cfg fuzzing`): the fuzz targets' entry points are no part
+// of the library a user links.
+#[cfg(fuzzing)]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod outcome;
