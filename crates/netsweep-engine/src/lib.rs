@@ -23,3 +23,5 @@ pub mod pattern;
 pub mod point;
 pub mod server;
 pub mod stop;
+#[cfg(test)]
+pub(crate) mod testing;

@@ -231,42 +231,9 @@ fn closed() -> io::Error {
 mod tests {
     use super::*;
     use crate::pattern::dgram::stamp;
-    use netsweep_proto::messages::GrantedKnobs;
+    use crate::testing::Sock;
     use std::io::Write;
     use std::os::unix::net::{UnixDatagram, UnixStream};
-
-    /// A socket of a real socketpair as an endpoint.
-    enum Sock {
-        Stream(UnixStream),
-        Dgram(UnixDatagram),
-    }
-
-    impl Endpoint for Sock {
-        fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-            match self {
-                Sock::Stream(s) => s.write(buf),
-                Sock::Dgram(s) => s.send(buf),
-            }
-        }
-        fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            match self {
-                Sock::Stream(s) => io::Read::read(s, buf),
-                Sock::Dgram(s) => s.recv(buf),
-            }
-        }
-        fn is_datagram(&self) -> bool {
-            matches!(self, Sock::Dgram(_))
-        }
-        fn set_recv_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-            match self {
-                Sock::Stream(s) => s.set_read_timeout(t),
-                Sock::Dgram(s) => s.set_read_timeout(t),
-            }
-        }
-        fn granted(&self) -> GrantedKnobs {
-            GrantedKnobs::default()
-        }
-    }
 
     #[test]
     fn complete_takes_every_byte_the_server_counted_after_the_timed_loop() {

@@ -4,36 +4,11 @@
 use super::machine::Machine;
 use super::pool::Pool;
 use super::worker::{Job, Report};
+use crate::testing::Sock;
 use netsweep_endpoint::Endpoint;
-use netsweep_proto::messages::GrantedKnobs;
-use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
-
-/// One end of a stream socketpair as an endpoint.
-struct Sock(UnixStream);
-
-impl Endpoint for Sock {
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write(buf)
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read(buf)
-    }
-    fn is_datagram(&self) -> bool {
-        false
-    }
-    fn set_recv_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        self.0.set_read_timeout(t)
-    }
-    fn granted(&self) -> GrantedKnobs {
-        GrantedKnobs::default()
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.0.as_raw_fd())
-    }
-}
 
 /// A side's flows as endpoints.
 pub(crate) type Ends = Vec<Box<dyn Endpoint>>;
@@ -45,8 +20,8 @@ pub(crate) fn pairs(n: usize) -> (Ends, Ends, Vec<RawFd>) {
     for _ in 0..n {
         let (a, b) = UnixStream::pair().unwrap();
         fds.extend([a.as_raw_fd(), b.as_raw_fd()]);
-        tx.push(Box::new(Sock(a)) as Box<dyn Endpoint>);
-        rx.push(Box::new(Sock(b)) as Box<dyn Endpoint>);
+        tx.push(Box::new(Sock::Stream(a)) as Box<dyn Endpoint>);
+        rx.push(Box::new(Sock::Stream(b)) as Box<dyn Endpoint>);
     }
     (tx, rx, fds)
 }

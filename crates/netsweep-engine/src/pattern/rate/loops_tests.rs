@@ -3,70 +3,11 @@
 //! error instead of a hang.
 
 use super::*;
+use crate::testing::Sock;
 use netsweep_model::load::Arrivals;
-use netsweep_proto::messages::GrantedKnobs;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::time::Duration;
-
-/// A socket of a socketpair as an endpoint.
-enum Sock {
-    Dgram(UnixDatagram),
-    Stream(UnixStream),
-}
-
-impl Sock {
-    fn fd(&self) -> RawFd {
-        match self {
-            Sock::Dgram(s) => s.as_raw_fd(),
-            Sock::Stream(s) => s.as_raw_fd(),
-        }
-    }
-}
-
-impl Endpoint for Sock {
-    fn send(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Sock::Dgram(s) => s.send(buf),
-            Sock::Stream(s) => s.write(buf),
-        }
-    }
-    fn send_nowait(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for reads of `buf.len()` bytes.
-        let n = unsafe {
-            libc::send(
-                self.fd(),
-                buf.as_ptr().cast(),
-                buf.len(),
-                libc::MSG_DONTWAIT,
-            )
-        };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Sock::Dgram(s) => s.recv(buf),
-            Sock::Stream(s) => s.read(buf),
-        }
-    }
-    fn is_datagram(&self) -> bool {
-        matches!(self, Sock::Dgram(_))
-    }
-    fn set_recv_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
-        match self {
-            Sock::Dgram(s) => s.set_read_timeout(t),
-            Sock::Stream(s) => s.set_read_timeout(t),
-        }
-    }
-    fn granted(&self) -> GrantedKnobs {
-        GrantedKnobs::default()
-    }
-}
 
 /// Runs one trial on this thread at `rate` for `duration_ns` with `size`-byte requests; the
 /// sender gives up on a socket that takes nothing for `timeout_ns`.
