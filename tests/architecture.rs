@@ -365,11 +365,6 @@ const KNOWN_TANGLES: &[(&str, &[&str])] = &[
         &["client", "server", "test_util"],
     ),
     ("crates/netsweep-proto/src", &["error", "preamble"]),
-    ("crates/netsweep-report/src/plot", &["marks", "svg"]),
-    (
-        "crates/netsweep-report/src",
-        &["figures", "load_figures", "stream_timeline"],
-    ),
     // Every transport module names the registry (descriptors, knobs) and the registry names
     // every transport: descriptors want to be the leaves, the registry the root.
     (

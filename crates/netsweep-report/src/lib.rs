@@ -16,6 +16,7 @@ pub mod load_figures;
 pub mod mesh;
 pub mod npout;
 pub mod openmetrics;
+pub(crate) mod parts;
 pub mod plot;
 pub mod scenario;
 pub mod stream_timeline;

@@ -2,8 +2,8 @@
 //! interval and, for datagrams, the share of each interval's datagrams lost — every point of
 //! a run laid end to end in the order measured, as the rate timelines are.
 
-use crate::figures::{axis, chart, end_to_end, fit_xy, line, timeline_axis};
 use crate::legend::Named;
+use crate::parts::{axis, chart, end_to_end, fit_xy, line, timeline_axis};
 use crate::plot::{Chart, Stroke, Unit};
 use netsweep_model::results::RunResult;
 use netsweep_model::timeline::StreamSample;

@@ -201,3 +201,15 @@ pub fn page(runs: &[Named<'_>]) -> String {
     o.push_str("</body>\n</html>\n");
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_sweeps_page_names_its_knee() {
+        let run = crate::load_figures::tests::sweep();
+        let page = page(&[Named::new("r.json", &run)]);
+        assert!(page.contains("knee: latency climbs"), "html");
+    }
+}

@@ -55,7 +55,7 @@ pub(crate) fn bars(
         let _ = writeln!(
             o,
             r#"<g class="series" data-label="{}">"#,
-            super::svg::esc(&s.label)
+            super::esc(&s.label)
         );
         for &(x, y) in &s.points {
             let (cx, top) = (px(x) + dx, py(y));

@@ -9,6 +9,22 @@ pub mod svg;
 
 pub use scale::{Scale, Unit};
 
+/// Escapes text for XML content and attributes.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
 /// One axis: its title, unit (which formats the tick labels) and scale.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Axis {

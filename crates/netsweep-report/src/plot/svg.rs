@@ -17,21 +17,7 @@ const MARKER_ROW: f64 = 13.0;
 const MARKER_ROWS: usize = 4;
 const FONT: &str = "DejaVu Sans, Verdana, Arial, sans-serif";
 
-/// Escapes text for XML content and attributes.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
-            c => o.push(c),
-        }
-    }
-    o
-}
+pub use super::esc;
 
 /// An identifier safe inside an XML id.
 pub(crate) fn ident(s: &str) -> String {
