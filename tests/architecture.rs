@@ -364,7 +364,6 @@ const KNOWN_TANGLES: &[(&str, &[&str])] = &[
         "crates/netsweep-proto/src",
         &["client", "server", "test_util"],
     ),
-    ("crates/netsweep-proto/src", &["error", "preamble"]),
     // Every transport module names the registry (descriptors, knobs) and the registry names
     // every transport: descriptors want to be the leaves, the registry the root.
     (

@@ -11,9 +11,9 @@ use crate::error::ProtoError;
 use crate::frame::FrameDecoder;
 use crate::messages::{ClientMsg, ServerMsg};
 use crate::preamble::{
-    decode_server_preamble, encode_client_preamble, PreambleBuf, VersionMismatch, VersionRange,
-    SERVER_PREAMBLE_LEN,
+    decode_server_preamble, encode_client_preamble, PreambleBuf, SERVER_PREAMBLE_LEN,
 };
+use crate::version::{VersionMismatch, VersionRange};
 
 /// Where a client session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

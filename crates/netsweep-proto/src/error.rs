@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::preamble::{VersionMismatch, MAGIC};
+use crate::version::{VersionMismatch, MAGIC};
 
 /// Everything that can go wrong on a control connection.
 ///

@@ -30,6 +30,7 @@ pub mod preamble;
 pub mod server;
 pub mod stamps;
 pub mod text;
+pub mod version;
 
 #[cfg(test)]
 mod test_alloc;
@@ -43,7 +44,7 @@ pub use frame::{encode_frame, FrameDecoder, LEN_BYTES, MAX_FRAME};
 pub use messages::*;
 pub use preamble::{
     decode_client_preamble, decode_server_preamble, encode_client_preamble, encode_server_preamble,
-    negotiate, ServerReply, VersionMismatch, VersionRange, CLIENT_PREAMBLE_LEN, MAGIC,
-    PROTOCOL_MAX, PROTOCOL_MIN, SERVER_PREAMBLE_LEN,
+    ServerReply, CLIENT_PREAMBLE_LEN, SERVER_PREAMBLE_LEN,
 };
 pub use server::{Server, ServerEvent, ServerState};
+pub use version::{negotiate, VersionMismatch, VersionRange, MAGIC, PROTOCOL_MAX, PROTOCOL_MIN};

@@ -5,68 +5,13 @@
 //! u16 server_max. All integers are big-endian. The server always answers, even on a
 //! mismatch, so the client can print both ranges.
 
-use std::fmt;
-
 use crate::error::ProtoError;
+use crate::version::{VersionRange, MAGIC};
 
-/// The first four bytes of either side's preamble.
-pub const MAGIC: [u8; 4] = *b"NSWP";
 /// Length of the client's preamble: magic, min, max.
 pub const CLIENT_PREAMBLE_LEN: usize = 8;
 /// Length of the server's reply: magic, chosen, min, max.
 pub const SERVER_PREAMBLE_LEN: usize = 10;
-/// Oldest protocol version this build speaks.
-pub const PROTOCOL_MIN: u16 = 1;
-/// Newest protocol version this build speaks. 2 added `auth_challenge`/`auth_response`,
-/// `SessionSetup.reverse` and the bidir pattern; 3 added `SessionSetup.flows`/`.threads`
-/// (`--flows`, `--threads`) and the per-flow counters. An older peer can run everything else.
-pub const PROTOCOL_MAX: u16 = 3;
-
-/// An inclusive range of protocol versions, shown as `min..=max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct VersionRange {
-    /// Oldest version spoken.
-    pub min: u16,
-    /// Newest version spoken.
-    pub max: u16,
-}
-
-impl VersionRange {
-    /// The versions this build speaks: [`PROTOCOL_MIN`]`..=`[`PROTOCOL_MAX`].
-    pub const SUPPORTED: VersionRange = VersionRange {
-        min: PROTOCOL_MIN,
-        max: PROTOCOL_MAX,
-    };
-
-    /// A range from `min` to `max`, both included.
-    pub const fn new(min: u16, max: u16) -> Self {
-        VersionRange { min, max }
-    }
-
-    /// Whether `version` is a real version (not 0) inside this range.
-    pub fn contains(self, version: u16) -> bool {
-        version != 0 && self.min <= version && version <= self.max
-    }
-}
-
-impl fmt::Display for VersionRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}..={}", self.min, self.max)
-    }
-}
-
-/// The client and server ranges do not overlap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "protocol version mismatch: client speaks {client}, server speaks {server}; upgrade the \
-     older netsweep"
-)]
-pub struct VersionMismatch {
-    /// What the client speaks.
-    pub client: VersionRange,
-    /// What the server speaks.
-    pub server: VersionRange,
-}
 
 /// The server's answer to a client preamble.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,17 +20,6 @@ pub struct ServerReply {
     pub chosen: u16,
     /// What the server speaks, so the client can report a mismatch in full.
     pub server: VersionRange,
-}
-
-/// The highest version both ranges contain (never 0), or the mismatch naming both ranges.
-pub fn negotiate(client: VersionRange, server: VersionRange) -> Result<u16, VersionMismatch> {
-    let low = client.min.max(server.min).max(1);
-    let high = client.max.min(server.max);
-    if low <= high {
-        Ok(high)
-    } else {
-        Err(VersionMismatch { client, server })
-    }
 }
 
 /// The client's preamble: magic and the range it speaks.
@@ -183,6 +117,7 @@ impl<const N: usize> PreambleBuf<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::{negotiate, VersionMismatch};
 
     fn r(min: u16, max: u16) -> VersionRange {
         VersionRange::new(min, max)

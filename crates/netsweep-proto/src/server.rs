@@ -11,9 +11,9 @@ use crate::error::ProtoError;
 use crate::frame::FrameDecoder;
 use crate::messages::{ClientMsg, ServerMsg};
 use crate::preamble::{
-    decode_client_preamble, encode_server_preamble, negotiate, PreambleBuf, ServerReply,
-    VersionRange, CLIENT_PREAMBLE_LEN,
+    decode_client_preamble, encode_server_preamble, PreambleBuf, ServerReply, CLIENT_PREAMBLE_LEN,
 };
+use crate::version::{negotiate, VersionRange};
 
 /// Where a server session stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,10 +3,11 @@
 use super::*;
 use crate::codec::tests::{all_client_msgs, all_server_msgs};
 use crate::messages::{DataEndpoint, HostInfo, SessionSetup, SideCounters, TrialSpec};
-use crate::preamble::PROTOCOL_MAX;
-use crate::preamble::{encode_server_preamble, ServerReply, MAGIC};
+use crate::preamble::{encode_server_preamble, ServerReply};
 use crate::server::{Server, ServerEvent, ServerState};
 use crate::test_util::pump;
+use crate::version::MAGIC;
+use crate::version::PROTOCOL_MAX;
 
 fn hello() -> ClientMsg {
     all_client_msgs().remove(0)

@@ -4,10 +4,9 @@ use super::*;
 use crate::codec::tests::{all_client_msgs, all_server_msgs};
 use crate::frame::{encode_frame, MAX_FRAME};
 use crate::messages::{SideCounters, TrialSpec};
-use crate::preamble::{
-    decode_server_preamble, encode_client_preamble, VersionMismatch, SERVER_PREAMBLE_LEN,
-};
+use crate::preamble::{decode_server_preamble, encode_client_preamble, SERVER_PREAMBLE_LEN};
 use crate::test_util::XorShift;
+use crate::version::VersionMismatch;
 
 fn preamble() -> Vec<u8> {
     encode_client_preamble(VersionRange::SUPPORTED).to_vec()
