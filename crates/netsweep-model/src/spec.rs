@@ -301,11 +301,18 @@ pub struct RunSpec {
     pub background: Vec<crate::background::BackgroundSpec>,
 }
 
+/// True when the messages of `transport` over `api` are datagrams (boundaries kept, loss
+/// possible and counted): a datagram transport, or QUIC's DATAGRAM frames (`--api
+/// datagram`). The one place this rule is written: tables, the server's plan, the default
+/// sweep and the conformance tests all ask it.
+pub fn datagrams(transport: Transport, api: Api) -> bool {
+    transport.is_datagram() || api == Api::Datagram
+}
+
 impl RunSpec {
-    /// True when the run's messages are datagrams (boundaries kept, loss possible and
-    /// counted): a datagram transport, or QUIC's DATAGRAM frames (`--api datagram`).
+    /// True when the run's messages are datagrams: [`datagrams`] of its transport and api.
     pub fn datagrams(&self) -> bool {
-        self.transport.is_datagram() || self.api == Api::Datagram
+        datagrams(self.transport, self.api)
     }
 
     /// Checks `--interval`: rate and stream points only, at least 1 ms, and at most

@@ -74,3 +74,19 @@ fn validate_rejects_bad_combinations() {
         .unwrap_err()
         .contains("20000 intervals"));
 }
+
+#[test]
+fn messages_are_datagrams_over_a_datagram_transport_or_quics_datagram_api() {
+    assert!(datagrams(Transport::Udp, Api::Basic));
+    assert!(datagrams(Transport::UnixDgram, Api::Mmsg));
+    assert!(datagrams(Transport::Quic, Api::Datagram));
+    assert!(!datagrams(Transport::Quic, Api::Basic));
+    assert!(!datagrams(Transport::Tcp, Api::Basic));
+    assert!(!datagrams(Transport::Tls, Api::Basic));
+    // A run asks the same rule.
+    let mut s = RunSpec::new(Transport::Quic, Pattern::Pingpong, Family::Ipv4);
+    s.api = Api::Datagram;
+    assert!(s.datagrams());
+    s.api = Api::Basic;
+    assert!(!s.datagrams());
+}

@@ -170,7 +170,7 @@ impl Descriptor {
     /// The smallest message of the default sweep with `pattern`: a datagram stream's message
     /// carries netsweep's sequence header, so it starts at the header's size.
     pub fn first_size(&self, pattern: Pattern, api: Api) -> u64 {
-        if (self.datagram() || api == Api::Datagram) && pattern == Pattern::Stream {
+        if netsweep_model::spec::datagrams(self.transport, api) && pattern == Pattern::Stream {
             netsweep_model::spec::DGRAM_HEADER
         } else {
             1

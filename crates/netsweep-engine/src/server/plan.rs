@@ -204,7 +204,12 @@ impl Plan {
         }
         Ok(Plan {
             transport,
-            datagrams: transport.is_datagram() || setup.api == Api::Datagram.name(),
+            // An empty api is basic (older clients send none); an unknown one the transport
+            // refuses when it listens.
+            datagrams: netsweep_model::spec::datagrams(
+                transport,
+                Api::parse(&setup.api).unwrap_or(Api::Basic),
+            ),
             reg,
             max_size: setup.max_size,
             flows,

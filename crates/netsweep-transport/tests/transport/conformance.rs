@@ -13,9 +13,9 @@ use netsweep_proto::messages::Knobs;
 use netsweep_transport::{probe_api, supported_apis};
 use std::time::{Duration, Instant};
 
-/// Messages are datagrams: a datagram transport, or QUIC's DATAGRAM frames.
+/// Messages are datagrams: the model's rule.
 fn dgram(t: Transport, api: Api) -> bool {
-    t.is_datagram() || api == Api::Datagram
+    netsweep_model::spec::datagrams(t, api)
 }
 
 fn largest(t: Transport, api: Api) -> usize {
