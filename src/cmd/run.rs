@@ -10,39 +10,17 @@ use netsweep_engine::engine::{self, RunContext, RunOutcome};
 use netsweep_engine::error::NetError;
 use netsweep_engine::iperf3;
 use netsweep_engine::server::{serve, ServeOptions};
+use netsweep_engine::target::{Named, Target};
 use netsweep_model::spec::{Family, RunSpec, Transport};
 use netsweep_model::time;
 use netsweep_report::Format;
 use netsweep_transport::Registry;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::SystemTime;
-
-/// Resolves HOST[:PORT] to a control address.
-fn resolve(host: &str, default_port: u16, ipv6: bool) -> Result<SocketAddr, String> {
-    let with_port = if host.parse::<Ipv6Addr>().is_ok() {
-        format!("[{host}]:{default_port}")
-    } else if host.contains(':') {
-        host.to_string()
-    } else {
-        format!("{host}:{default_port}")
-    };
-    let addrs: Vec<SocketAddr> = with_port
-        .to_socket_addrs()
-        .map_err(|e| {
-            format!("cannot resolve '{host}': {e}; give HOST or HOST:PORT (IPv6 as [ADDR]:PORT)")
-        })?
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv6() == ipv6)
-        .or_else(|| addrs.first())
-        .copied()
-        .ok_or_else(|| format!("'{host}' resolved to no address"))
-}
 
 /// Where the run's results go: the table (or `--format`) on stdout unless `-o` names stdout
 /// or `--quiet`; the `-o` file; the saved file unless `--no-save` or `-o` is already JSON.
@@ -98,66 +76,45 @@ pub fn main(a: RunArgs) -> Result {
     let factory = Arc::new(Registry);
     let version = env!("CARGO_PKG_VERSION");
 
-    // An iperf3 server as the peer: its own protocol, stream points only.
-    if let Some(url) = a.host.as_deref().filter(|h| h.starts_with(iperf3::SCHEME)) {
-        let mut spec = iperf3::honest_spec(spec);
-        iperf3::check(&spec).map_err(Error::Usage)?;
-        if a.sizes.is_none() {
-            spec.sizes = iperf3::default_sizes(spec.transport);
-            spec.sizes_spec = "iperf3 default".into();
-        }
-        let addr = iperf3::resolve(url).map_err(Error::Usage)?;
-        let started_at = time::rfc3339(now);
-        let outcome = iperf3::run(&spec, addr, &started_at, &interrupted, &mut sink);
-        return finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet);
+    // The peer, chosen once (its refusals applied, the spec adjusted for an iperf3 server).
+    let mut spec = spec;
+    let named = Named {
+        host: a.host.as_deref(),
+        port: a.port,
+        ipv6: a.ipv6,
+        sizes_given: a.sizes.is_some(),
+        tls_pin: a.tls_pin.is_some(),
+    };
+    // -t xdp needs a build with the feature before anything else is asked of it.
+    let iperf3_peer = named.host.is_some_and(|h| h.starts_with(iperf3::SCHEME));
+    if spec.transport == Transport::Xdp && !cfg!(feature = "xdp") && !iperf3_peer {
+        return Err(Error::usage(netsweep_transport::xdp::BUILD_HINT));
     }
-    if a.tls_pin.is_some() && !matches!(spec.transport, Transport::Tls | Transport::Quic) {
-        return Err(Error::usage(format!(
-            "--tls-pin checks the certificate of a -t tls or -t quic data path, and this run \
-             is -t {}: drop --tls-pin, or add -t tls or -t quic",
-            spec.transport
-        )));
-    }
-    // -t xdp: a build with the feature, and a link between two hosts (never loopback).
-    if spec.transport == Transport::Xdp {
-        if !cfg!(feature = "xdp") {
-            return Err(Error::usage(netsweep_transport::xdp::BUILD_HINT));
-        }
-        if a.host.is_none() {
-            return Err(Error::usage(
-                "-t xdp needs a link between two hosts or namespaces: run `netsweep serve` on \
-                 the far end and name it (`netsweep run HOST -t xdp`; `netsweep lab` builds \
-                 such a pair); on loopback use -t packet",
-            ));
-        }
-    }
-    // -t mpi: rank 1 serves, rank 0 finds it over MPI (no host).
+    let target = Target::choose(named, &mut spec).map_err(Error::Usage)?;
     let mut auth_key = auth_key;
-    let mut mpi_client = None;
-    if spec.transport == Transport::Mpi {
-        if a.host.is_some() {
-            return Err(Error::usage(
-                "-t mpi finds its peer in the MPI world: drop HOST and run \
-                 `mpirun -np 2 netsweep run -t mpi …`",
-            ));
+    let mut local = None;
+    // Rank 0's hold on the MPI world, kept until the run ends.
+    let mut mpi_guard = None;
+    let (server, peer_label) = match target {
+        Target::Iperf3(addr) => {
+            let started_at = time::rfc3339(now);
+            let outcome = iperf3::run(&spec, addr, &started_at, &interrupted, &mut sink);
+            return finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet);
         }
-        match mpi::start(std::time::Duration::from_nanos(spec.timeout_ns), version)? {
-            mpi::Role::Served => return Ok(ExitCode::SUCCESS),
-            mpi::Role::Client(addr, key, guard) => {
-                auth_key = Some(key);
-                mpi_client = Some((addr, guard));
+        Target::Netsweep(addr) => (addr, addr.to_string()),
+        // Rank 1 serves; rank 0 finds it over MPI and holds the session's key.
+        Target::Mpi => {
+            match mpi::start(std::time::Duration::from_nanos(spec.timeout_ns), version)? {
+                mpi::Role::Served => return Ok(ExitCode::SUCCESS),
+                mpi::Role::Client(addr, key, guard) => {
+                    auth_key = Some(key);
+                    mpi_guard = Some(guard);
+                    (addr, format!("mpi rank 1 at {addr}"))
+                }
             }
         }
-    }
-    // No host: start the server in-process on loopback and speak the same protocol to it.
-    let mut local = None;
-    let (server, peer_label) = match (&a.host, &mpi_client) {
-        (_, Some((addr, _))) => (*addr, format!("mpi rank 1 at {addr}")),
-        (Some(h), None) => {
-            let addr = resolve(h, a.port, a.ipv6).map_err(Error::Usage)?;
-            (addr, addr.to_string())
-        }
-        (None, None) => {
+        // No host: start the server in-process on loopback and speak the same protocol to it.
+        Target::InProcess => {
             let ip: IpAddr = if a.ipv6 {
                 Ipv6Addr::LOCALHOST.into()
             } else {
@@ -205,6 +162,8 @@ pub fn main(a: RunArgs) -> Result {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);
         let _ = handle.join();
     }
+    // The MPI world is let go only once the session is over.
+    drop(mpi_guard);
     let outcome = outcome.map_err(Error::failed)?;
     finish(&sink, ended(&outcome), outcome.result.points.len(), a.quiet)
 }

@@ -23,5 +23,6 @@ pub mod pattern;
 pub mod point;
 pub mod server;
 pub mod stop;
+pub mod target;
 #[cfg(test)]
 pub(crate) mod testing;
