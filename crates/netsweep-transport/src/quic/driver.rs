@@ -40,8 +40,6 @@ pub struct Driver {
     pub lost: Option<ConnectionError>,
     /// True once the handshake finished.
     pub connected: bool,
-    /// Connections refused because one is already open.
-    pub refused: u64,
     /// Datagrams one send may carry: [`GSO_SEGMENTS`], or 1 once the kernel refused GSO.
     pub gso: usize,
     /// Why GSO is off, when the kernel refused it.
@@ -75,7 +73,6 @@ impl Driver {
             resp: Vec::new(),
             lost: None,
             connected: false,
-            refused: 0,
             gso: GSO_SEGMENTS,
             gso_refused: None,
             ctrl: crate::gso::Cmsg::default(),
@@ -184,7 +181,6 @@ impl Driver {
             }
             Some(DatagramEvent::ConnectionEvent(..)) | None => {}
             Some(DatagramEvent::NewConnection(incoming)) => {
-                self.refused += 1;
                 let t = self.endpoint.refuse(incoming, &mut self.resp);
                 self.respond(&t)?;
             }
