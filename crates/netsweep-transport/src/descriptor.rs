@@ -72,6 +72,19 @@ pub const MESSAGES_BIDIR: &[Pattern] = &[
     Pattern::Rate,
 ];
 
+/// What crr, bidir and rate need of a user-space stack (tls, quic) that is not built yet.
+pub const USER_SPACE_UNBUILT: &[(Pattern, &str)] = &[
+    (Pattern::Crr, "a handshake per transaction"),
+    (
+        Pattern::Bidir,
+        "two threads on one connection whose state is in user space",
+    ),
+    (
+        Pattern::Rate,
+        "two threads on one connection whose state is in user space",
+    ),
+];
+
 /// One transport: what it is, what it supports, and how to open it.
 #[derive(Debug)]
 pub struct Descriptor {
@@ -103,6 +116,12 @@ pub struct Descriptor {
     pub connect: ConnectFn,
     /// The crr connector, for a transport whose patterns include crr.
     pub crr: Option<CrrFn>,
+    /// Patterns not built for it yet, each with what it needs: refused by name as such
+    /// rather than as impossible.
+    pub unbuilt: &'static [(Pattern, &'static str)],
+    /// Apis that carry less per message than the transport itself (QUIC's DATAGRAM frames:
+    /// one packet's worth), with that largest message.
+    pub api_limits: &'static [(Api, u64)],
 }
 
 /// The server's data path as the client reaches it, and what the client applies to it.
@@ -207,17 +226,14 @@ impl Descriptor {
                 self.api_names()
             ));
         }
-        if !self.patterns.contains(&pattern)
-            && matches!(self.transport, Transport::Tls | Transport::Quic)
-        {
-            let why = match pattern {
-                Pattern::Crr => "a handshake per transaction",
-                _ => "two threads on one connection whose state is in user space",
-            };
+        if let Some((_, why)) = self.unbuilt.iter().find(|(p, _)| *p == pattern) {
+            let built: Vec<&str> = self.patterns.iter().map(|p| p.name()).collect();
             return Err(format!(
-                "--pattern {pattern} is not built for {} yet (it needs {why}): pingpong and \
-                 stream are; for {pattern} use -t tcp",
-                self.name()
+                "--pattern {pattern} is not built for {} yet (it needs {why}): {} {} built; \
+                 for {pattern} use -t tcp",
+                self.name(),
+                built.join(" and "),
+                if built.len() == 1 { "is" } else { "are" }
             ));
         }
         if !self.patterns.contains(&pattern) {
@@ -275,12 +291,12 @@ impl Descriptor {
         self.max_message.map(|m| if ipv6 { m.v6 } else { m.v4 })
     }
 
-    /// [`max_message`](Self::max_message) over `api`: QUIC's DATAGRAM frames carry at most
-    /// what one packet holds.
+    /// [`max_message`](Self::max_message) over `api`: less where the api carries less
+    /// ([`api_limits`](Self::api_limits)).
     pub fn max_message_over(&self, api: Api, ipv6: bool) -> Option<u64> {
-        match api {
-            Api::Datagram => Some(crate::quic::DATAGRAM_MAX),
-            _ => self.max_message(ipv6),
+        match self.api_limits.iter().find(|(a, _)| *a == api) {
+            Some(&(_, n)) => Some(n),
+            None => self.max_message(ipv6),
         }
     }
 }

@@ -41,6 +41,8 @@ pub static TCP: Descriptor = Descriptor {
     footprint: no_footprint,
     connect: |p, cookie, api| connect(Transport::Tcp, p, cookie, api),
     crr: Some(|p| crr_connector(Transport::Tcp, p)),
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// `udp`: the kernel's UDP over IPv4 or IPv6.
@@ -58,6 +60,8 @@ pub static UDP: Descriptor = Descriptor {
     footprint: crate::gso::footprint,
     connect: |p, cookie, api| connect(Transport::Udp, p, cookie, api),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// The largest UDP (and UDP-Lite) payload: 65535 − 20 (IPv4 header) − 8, or 65535 − 8 over

@@ -21,6 +21,8 @@ pub static MPTCP: Descriptor = Descriptor {
     footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, api| ip::connect(Transport::Mptcp, p, cookie, api),
     crr: Some(|p| ip::crr_connector(Transport::Mptcp, p)),
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// The value of net.mptcp.enabled in this network namespace, when readable.

@@ -22,6 +22,8 @@ pub static UDPLITE: Descriptor = Descriptor {
     footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, api| ip::connect(Transport::Udplite, p, cookie, api),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// Rewrites a socket(2) failure into the reason and the fix.

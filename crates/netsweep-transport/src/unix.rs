@@ -42,6 +42,8 @@ pub static UNIX_STREAM: Descriptor = Descriptor {
         let t = Transport::UnixStream;
         Ok(Box::new(crr::Connector::new(t, addr, p.knobs, p.timeout)?))
     }),
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// `unix-dgram`: SOCK_DGRAM between two bound socket files.
@@ -67,6 +69,8 @@ pub static UNIX_DGRAM: Descriptor = Descriptor {
         api::wrap(conn, api, Side::Client)
     },
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// `unix-seqpacket`: a connected SOCK_SEQPACKET pair.
@@ -88,6 +92,8 @@ pub static UNIX_SEQPACKET: Descriptor = Descriptor {
     footprint: no_footprint,
     connect: |p, cookie, api| connect_stream(Transport::UnixSeqpacket, p, cookie, api),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// The default sweep's ceiling for unix datagrams: the real bound follows

@@ -35,6 +35,8 @@ pub static MPI: Descriptor = Descriptor {
     footprint: crate::descriptor::no_footprint,
     connect: |p, cookie, _| connect(cookie, p.timeout),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// What to do to get the transport, when this build lacks it.

@@ -77,6 +77,8 @@ pub static PACKET: Descriptor = Descriptor {
         )
     },
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// The experimental EtherType netsweep frames carry (IEEE 802 local experimental 1).

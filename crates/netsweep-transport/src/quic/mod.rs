@@ -56,6 +56,8 @@ pub static QUIC: Descriptor = Descriptor {
     footprint,
     connect,
     crr: None,
+    unbuilt: crate::descriptor::USER_SPACE_UNBUILT,
+    api_limits: &[(Api::Datagram, DATAGRAM_MAX)],
 };
 
 /// The largest message one DATAGRAM frame carries in a 1200-byte packet, the size QUIC

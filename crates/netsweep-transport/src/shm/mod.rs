@@ -67,6 +67,8 @@ pub static SHM: Descriptor = Descriptor {
     footprint,
     connect: |p, cookie, _| connect(p.path()?, p.knobs, cookie, p.timeout),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// Ring capacity when the server's `--sndbuf` does not say: small enough to stay in the

@@ -37,6 +37,8 @@ pub static TLS: Descriptor = Descriptor {
     footprint,
     connect,
     crr: None,
+    unbuilt: crate::descriptor::USER_SPACE_UNBUILT,
+    api_limits: &[],
 };
 
 fn probe() -> Result<Option<socket2::Socket>, String> {

@@ -51,6 +51,8 @@ pub static XDP: Descriptor = Descriptor {
     },
     connect: |p, cookie, _| connect(p, cookie),
     crr: None,
+    unbuilt: &[],
+    api_limits: &[],
 };
 
 /// The receive queue the socket serves.
