@@ -753,8 +753,9 @@ def write_doc(path, book, scale_rows, args, mach, started, notes, profiles):
       "on each end, wake-ups, CPU, socket buffers, from `perf stat` and the kernel — is "
       "measured by `bench/stream-counters.py` into "
       "[performance-stream-counters.md](performance-stream-counters.md).\n")
+    cc_set = " (set for this run by `--cc`: every tool uses it)" if args.cc else ""
     w(f"Machine: {mach['nproc']} CPUs, {mach['cpu']}, Linux {mach['kernel']}, default congestion "
-      f"control `{mach['cc']}`. Run {started}, {'quick' if args.quick else 'full'} mode, "
+      f"control `{mach['cc']}`{cc_set}. Run {started}, {'quick' if args.quick else 'full'} mode, "
       f"{time.strftime('%M:%S', time.gmtime(time.time() - args.t0))} min:s. Peers: "
       + ", ".join(f"{k} `{v}`" for k, v in mach["versions"].items()) + ", NPtcp 3.7.2.\n")
     w("**Placement.** On this VM a loopback round trip costs ≈3 µs RTT/2 with both ends on one "
@@ -1018,7 +1019,25 @@ def main():
     ap.add_argument("--only", default="abcdfgs",
                     help="sections to run: a,b,c,d,f (crr),g (rate lateness),s (scaling)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance.md"))
+    ap.add_argument("--cc", help="the host's default TCP congestion control for the run "
+                    "(net.ipv4.tcp_congestion_control, restored after): every tool then uses "
+                    "it, where only netsweep and iperf3 can choose their own")
     args = ap.parse_args()
+    CC = "/proc/sys/net/ipv4/tcp_congestion_control"
+    before = open(CC).read().strip() if args.cc else None
+    if args.cc:
+        with open(CC, "w") as f:
+            f.write(args.cc)
+        log(f"congestion control {args.cc} for the run (was {before})")
+    try:
+        run_all(args)
+    finally:
+        if before:
+            with open(CC, "w") as f:
+                f.write(before)
+
+
+def run_all(args):
     args.t0 = time.time()
     args.runs = args.runs or (1 if args.quick else 5)
     secs = 1 if args.quick else 2
