@@ -169,11 +169,24 @@ fn shaped_scenario_goodput_is_within_3_percent_of_the_rate_after_headers() {
     for p in ["signature.svg", "throughput.svg", "loss.svg", "cpu.svg"] {
         assert!(plots.contains(&p.to_string()), "{p} not in {plots:?}");
     }
-    // Both runs overlaid where both have figures (loss is udp's alone); legends name the path.
+    // Both runs overlaid where both have figures (loss is udp's alone); legends name what
+    // differs (the transport), each repetition by its run's name.
     for (p, runs) in [
-        ("signature.svg", &["tcp ·", "udp ·"][..]),
-        ("throughput.svg", &["tcp ·", "udp ·"][..]),
-        ("loss.svg", &["udp ·"][..]),
+        (
+            "signature.svg",
+            &[
+                "data-label=\"tcp (stream-tcp-r1)\"",
+                "data-label=\"udp (stream-udp-r3)\"",
+            ][..],
+        ),
+        (
+            "throughput.svg",
+            &[
+                "data-label=\"tcp (stream-tcp-r2)\"",
+                "data-label=\"udp (stream-udp-r1)\"",
+            ][..],
+        ),
+        ("loss.svg", &["data-label=\"udp (stream-udp-r2)\""][..]),
     ] {
         let svg = std::fs::read_to_string(out.join("plots").join(p)).unwrap();
         assert!(svg.contains("<svg"), "{p}");

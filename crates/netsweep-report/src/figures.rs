@@ -296,6 +296,30 @@ fn fairness(runs: &[Named<'_>], labels: &[String]) -> Option<Chart> {
     (!c.series.is_empty()).then(|| fit(c, false))
 }
 
+/// Runs of one size each and no size in common (a probe beside a bulk run): a figure against
+/// size would be a dot per run, with nothing to overlay. Repetitions of one size (a
+/// scenario's `repeat`) keep their size figures: there the dots coincide and compare.
+fn one_size_each(runs: &[Named<'_>]) -> bool {
+    let mut seen: Vec<u64> = Vec::new();
+    !runs.is_empty()
+        && runs.iter().all(|r| {
+            if sizes(r.run) > 1 {
+                return false;
+            }
+            if r.run.spec.pattern == Pattern::Rate {
+                return true;
+            }
+            match r.run.points.first() {
+                Some(p) if seen.contains(&p.size) => false,
+                Some(p) => {
+                    seen.push(p.size);
+                    true
+                }
+                None => true,
+            }
+        })
+}
+
 /// How many distinct message sizes a run measured.
 fn sizes(run: &RunResult) -> usize {
     let mut v: Vec<u64> = run.points.iter().map(|p| p.size).collect();
@@ -308,12 +332,19 @@ fn sizes(run: &RunResult) -> usize {
 /// dot per run, so each run is one mark with its 95% interval, side by side — throughput, and
 /// RTT/2 where the run measured it.
 fn per_run(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
-    let names: Vec<String> = runs
+    // Rate runs have their own figures (several offered loads at their one size): the marks
+    // are the other runs', each in its run's colour.
+    let marked: Vec<usize> = (0..runs.len())
+        .filter(|&i| runs[i].run.spec.pattern != Pattern::Rate)
+        .collect();
+    if marked.is_empty() {
+        return vec![];
+    }
+    let names: Vec<String> = marked
         .iter()
-        .zip(labels)
-        .map(|(r, l)| match r.run.points.first() {
-            Some(p) => format!("{l} ({})", units::size_tick(p.size as f64)),
-            None => format!("{l} (no point)"),
+        .map(|&i| match runs[i].run.points.first() {
+            Some(p) => format!("{} ({})", labels[i], units::size_tick(p.size as f64)),
+            None => format!("{} (no point)", labels[i]),
         })
         .collect();
     let x = Axis {
@@ -321,14 +352,14 @@ fn per_run(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
         unit: Unit::Category(names),
         scale: Scale::Linear {
             min: -0.5,
-            max: runs.len() as f64 - 0.5,
+            max: marked.len() as f64 - 0.5,
         },
     };
-    let mark = |i: usize, v: f64, lo: f64, hi: f64| Series {
-        color: i,
-        points: vec![(i as f64, v)],
+    let mark = |at: usize, color: usize, v: f64, lo: f64, hi: f64| Series {
+        color,
+        points: vec![(at as f64, v)],
         errors: if hi > lo {
-            vec![(i as f64, lo, hi)]
+            vec![(at as f64, lo, hi)]
         } else {
             vec![]
         },
@@ -348,16 +379,16 @@ fn per_run(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
         x,
         axis("latency, RTT/2", Unit::Nanos),
     );
-    for (i, r) in runs.iter().enumerate() {
-        let Some(p) = r.run.points.first() else {
+    for (at, &i) in marked.iter().enumerate() {
+        let Some(p) = runs[i].run.points.first() else {
             continue;
         };
         let (e, ci) = (p.throughput_mbps, p.throughput_mbps.ci95.unwrap_or(0.0));
         tp.series
-            .push(mark(i, e.mean, (e.mean - ci).max(0.0), e.mean + ci));
-        if let Some(l) = p.latency.filter(|_| r.run.spec.pattern != Pattern::Rate) {
+            .push(mark(at, i, e.mean, (e.mean - ci).max(0.0), e.mean + ci));
+        if let Some(l) = p.latency {
             let d = l.half_rtt_ns;
-            lat.series.push(mark(i, d.p50, d.min, d.p99));
+            lat.series.push(mark(at, i, d.p50, d.min, d.p99));
         }
     }
     let mut v = vec![fit_y(tp)];
@@ -392,9 +423,10 @@ pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
     if !runs.is_empty() && runs.iter().all(|r| r.run.spec.pattern == Pattern::Rate) {
         return load;
     }
-    if !runs.is_empty() && runs.iter().all(|r| sizes(r.run) <= 1) {
+    if one_size_each(runs) {
         let mut v = per_run(runs, labels);
         v.extend(load);
+        v.extend(crate::stream_timeline::all(runs, labels));
         return v;
     }
     let mut v = vec![throughput(runs, labels)];
@@ -412,6 +444,33 @@ pub fn all(runs: &[Named<'_>], labels: &[String]) -> Vec<Chart> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rate_probe_beside_a_one_size_run_gets_its_load_figures_and_one_mark_for_the_other() {
+        let rate = crate::load_figures::tests::sweep();
+        let mut bulk: RunResult =
+            netsweep_model::results::load(include_str!("../../../tests/data/unix-stream.json"))
+                .unwrap();
+        bulk.points.truncate(1);
+        let named = [Named::new("probe", &rate), Named::new("bulk", &bulk)];
+        let labels = ["probe".to_string(), "bulk".to_string()];
+        let charts = all(&named, &labels);
+        let ids: Vec<&str> = charts.iter().map(|c| c.id.as_str()).collect();
+        assert!(
+            ids.contains(&"load-latency") && ids.contains(&"timeline-latency"),
+            "{ids:?}"
+        );
+        assert!(!ids.contains(&"signature"), "{ids:?}");
+        // One mark, the stream's, in its run's colour (the rate run has its own figures).
+        let tp = charts.iter().find(|c| c.id == "throughput").unwrap();
+        assert_eq!(tp.series.len(), 1);
+        assert_eq!(tp.series[0].color, 1);
+        assert_eq!(tp.x.unit, Unit::Category(vec!["bulk (1 KiB)".into()]));
+        // Repetitions of one size keep the figures against size: their dots coincide.
+        let named = [Named::new("a", &bulk), Named::new("b", &bulk)];
+        let ids: Vec<String> = all(&named, &labels).into_iter().map(|c| c.id).collect();
+        assert!(ids.contains(&"signature".to_string()), "{ids:?}");
+    }
 
     #[test]
     fn runs_that_are_all_rate_runs_get_only_the_load_figures() {
