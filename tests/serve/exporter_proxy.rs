@@ -213,8 +213,8 @@ fn prometheus_scrapes_the_exporter_through_the_documented_tls_and_basic_auth_pro
         std::thread::sleep(Duration::from_millis(500));
     }
     // The probe's figures came through: a round trip was measured over loopback.
-    let rtt = query(&prom, "netsweep_half_rtt_seconds{job=\"via_proxy\"}");
-    assert!(!rtt.is_empty(), "the probe's RTT/2 through the proxy");
+    let rtt = query(&prom, "netsweep_half_rtt_seconds{job=\"via_proxy\"} > 0");
+    assert!(!rtt.is_empty(), "a measured RTT/2 through the proxy");
     // The 5 s probe was fitted to the 2 s the proxy passed on: the exporter says so.
     let fitted = query(
         &prom,
@@ -223,6 +223,4 @@ fn prometheus_scrapes_the_exporter_through_the_documented_tls_and_basic_auth_pro
     assert_eq!(fitted.len(), 1, "the scrape timeout through the proxy");
     let point = query(&prom, "netsweep_probe_point_seconds{job=\"too_long\"} < 2");
     assert_eq!(point.len(), 1, "the probe's point cut to fit");
-    // Nothing reaches the exporter's port from outside loopback: it listens on 127.0.0.1.
-    assert!(exporter_at.starts_with("127.0.0.1:"), "{exporter_at}");
 }
