@@ -195,9 +195,15 @@ fn check(c: &Case, v: &Value, busy: &Busy) {
         a["to_size"].as_u64().unwrap(),
     );
     assert_eq!(a["kind"], kind, "{}: {a:#?}", c.name);
-    // Within one step of 16 bytes of the band's edges.
+    // Within one step of 16 bytes of the band's edges, or short of one by points inside
+    // the band that were shaped only in part (the detector holds a dip's edge to half its
+    // depth, so such a point is not its edge: tcp pinned once read 74 Mbit/s at 536 B
+    // between 15 inside and 288 beyond; see `partly_shaped`).
+    let near = |got: u64, edge: u64, inward: std::cmp::Ordering| {
+        got.abs_diff(edge) <= 16 || (got.cmp(&edge) == inward && partly_shaped(v, got, edge))
+    };
     assert!(
-        f.abs_diff(from) <= 16 && t.abs_diff(to) <= 16,
+        near(f, from, std::cmp::Ordering::Greater) && near(t, to, std::cmp::Ordering::Less),
         "{}: {kind} {f}..{t} vs band {from}..{to} on an idle machine ({busy})\n{table}",
         c.name
     );
@@ -207,6 +213,48 @@ fn check(c: &Case, v: &Value, busy: &Busy) {
         "{}: {a:#?}",
         c.name
     );
+}
+
+/// Whether the points a dip's reported edge `got` leaves out of the band up to its edge
+/// `edge` are at most one, and it was shaped in part: under half the median of the three
+/// points beyond the band on that side, and above the dip's own level. A point there at the
+/// outside's level (the detector cut the dip short of a fully unshaped point) is not.
+fn partly_shaped(v: &Value, got: u64, edge: u64) -> bool {
+    let none = Vec::new();
+    let pts: Vec<(u64, f64)> = v["points"]
+        .as_array()
+        .unwrap_or(&none)
+        .iter()
+        .filter_map(|p| Some((p["size"].as_u64()?, p["throughput_mbps"]["mean"].as_f64()?)))
+        .collect();
+    let (lo, hi) = (got.min(edge), got.max(edge));
+    let between: Vec<f64> = pts
+        .iter()
+        .filter(|(s, _)| *s > lo && *s < hi)
+        .map(|p| p.1)
+        .collect();
+    let mut beyond: Vec<f64> = if got < edge {
+        pts.iter()
+            .filter(|(s, _)| *s > edge)
+            .take(3)
+            .map(|p| p.1)
+            .collect()
+    } else {
+        pts.iter()
+            .rev()
+            .filter(|(s, _)| *s < edge)
+            .take(3)
+            .map(|p| p.1)
+            .collect()
+    };
+    let inside = pts.iter().find(|(s, _)| *s == got).map(|p| p.1);
+    beyond.sort_by(f64::total_cmp);
+    let (Some(&outside), Some(inside), [one]) =
+        (beyond.get(beyond.len() / 2), inside, &between[..])
+    else {
+        return false;
+    };
+    beyond.len() == 3 && *one < outside / 2.0 && *one > inside
 }
 
 /// The sweep's points as the detector sees them, one line each (size, Mbit/s, ci95,
@@ -344,4 +392,31 @@ fn bands_at_small_sizes_are_dips_udp_pingpong_unpinned_udp_stream_unpinned_tcp_p
             },
         ],
     );
+}
+
+/// The tolerance for a partly shaped edge point, on the tcp pinned run that needed it (sizes
+/// 504..600 of the CI run's table): 536 B read 74 Mbit/s between 14.7 inside and 288 beyond.
+#[test]
+fn a_partly_shaped_point_is_the_only_slack_at_an_edge() {
+    let table = |at_536: f64| {
+        let pts: Vec<Value> = [
+            (504, 11.76),
+            (520, 14.71),
+            (536, at_536),
+            (552, 288.00),
+            (568, 250.52),
+            (584, 304.81),
+            (600, 283.90),
+        ]
+        .iter()
+        .map(|&(size, mean)| serde_json::json!({"size": size, "throughput_mbps": {"mean": mean}}))
+        .collect();
+        serde_json::json!({ "points": pts })
+    };
+    assert!(partly_shaped(&table(74.47), 520, 548));
+    // Shaped in full (the detector should have taken it) or not at all: no slack.
+    assert!(!partly_shaped(&table(9.0), 520, 548));
+    assert!(!partly_shaped(&table(290.0), 520, 548));
+    // Two points short of the edge is never within tolerance.
+    assert!(!partly_shaped(&table(74.47), 504, 548));
 }
