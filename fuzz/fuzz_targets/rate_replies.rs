@@ -3,7 +3,8 @@
 //! stamped with the trial's cookie or another, any sequence number, any intended send time,
 //! of the right size or not. Never a panic (an index out of `seen` or the timeline), and the
 //! counts agree with a set of the sequence numbers answered: received + duplicates + the
-//! invalid = replies, every histogram holds exactly the answers within the grace period.
+//! invalid = replies, every histogram holds exactly the answers within the grace period, and
+//! with `--one-way` stamps (any values) every such answer is timed or counted unstamped.
 //!
 //! Input: a plan (6 bytes), then replies of 8 bytes: kind, sequence number, intended time.
 #![no_main]
@@ -88,6 +89,10 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(t.answered, in_time, "{t:?}");
     assert_eq!(t.arrived_in_buckets, in_time, "{t:?}");
     assert!(t.arrived <= t.received, "{t:?}");
+    // `--one-way` (replies with room for the stamps after the 20-byte header): each reply
+    // on time is timed or counted unstamped, whatever its stamps hold.
+    let room = size >= 44;
+    assert_eq!(t.one_way_timed, if room { in_time } else { 0 }, "{t:?}");
 
     // A thread of a flows session: sequence numbers under 64 always fit its storage, those
     // from 2^40 never do (its rate and duration here are far too small for that many).

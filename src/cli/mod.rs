@@ -153,10 +153,11 @@ pub struct RunArgs {
     #[arg(short = 'R', long)]
     pub reverse: bool,
 
-    /// Pingpong: each direction's one-way delay from both ends' wall clocks (iperf2's
-    /// --trip-times). True only when the clocks agree (NTP or PTP, or both ends on one host);
-    /// the results also carry the clock offset the round trips allow, and the run warns when
-    /// the ends are not on one host. Messages need at least 24 B (32 B on datagrams).
+    /// Pingpong and rate: each direction's one-way delay from both ends' wall clocks (iperf2's
+    /// --trip-times, irtt). True only when the clocks agree (NTP or PTP, or both ends on one
+    /// host); the results also carry the clock offset the round trips allow, and the run
+    /// warns when the ends are not on one host. Messages need at least 24 B (32 B on
+    /// pingpong's datagrams, 44 B for rate). One flow: not with --flows.
     #[arg(long)]
     pub one_way: bool,
 

@@ -34,6 +34,8 @@ pub struct RatePlan {
 /// What a rate receiver made of the replies: its counts, and what went into its histograms.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RateTally {
+    /// `--one-way`: replies timed or found unstamped (each reply on time, with room).
+    pub one_way_timed: u64,
     /// Replies seen.
     pub messages: u64,
     /// Distinct requests answered.
@@ -77,6 +79,10 @@ pub fn rate_replies<'m>(plan: RatePlan, replies: impl IntoIterator<Item = &'m [u
         timeout_ns: u64::MAX,
         interval_ns,
         window_ns,
+        // `--one-way` where the replies have room for the stamps: a peer's stamps are any
+        // i64 the reply's bytes hold.
+        wall: netsweep_proto::stamps::fits(plan.size, netsweep_proto::stamps::RATE_OFFSET)
+            .then(crate::pattern::oneway::WallClock::now),
     };
     let mut hist = LatencyHistogram::new();
     let mut seen = vec![0u64; words];
@@ -86,7 +92,9 @@ pub fn rate_replies<'m>(plan: RatePlan, replies: impl IntoIterator<Item = &'m [u
         r.reply(m);
     }
     let got = r.finish();
+    let one_way = got.one_way.figures();
     RateTally {
+        one_way_timed: one_way.map_or(0, |o| o.messages) + got.one_way.unstamped,
         messages: got.counters.messages_received,
         received: got.answers.received,
         late: got.answers.late,

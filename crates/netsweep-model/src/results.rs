@@ -399,7 +399,8 @@ pub struct PointResult {
     /// are then client-to-server's, `throughput_mbps` both directions' receiver rates summed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reverse: Option<DirectionFigures>,
-    /// Pingpong over a stream: each direction's delivery rate, as its receiver timed it.
+    /// Pingpong over a stream: each direction's delivery rate, as its receiver timed it;
+    /// pingpong and rate with `--one-way`: each direction's delay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directions: Option<crate::directions::Directions>,
     /// Rate: offered and delivered load, sender lateness, the timeline.

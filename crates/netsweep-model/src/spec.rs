@@ -467,8 +467,10 @@ impl RunSpec {
         }
         self.check_interval()?;
         crate::flows::check(self)?;
-        if self.one_way && (self.pattern != Pattern::Pingpong || self.flows > 1) {
-            return Err("--one-way times pingpong's round trips on one flow: use -p pingpong without --flows".into());
+        if self.one_way
+            && (!matches!(self.pattern, Pattern::Pingpong | Pattern::Rate) || self.flows > 1)
+        {
+            return Err("--one-way times the round trips of pingpong or rate on one flow: use -p pingpong or -p rate without --flows".into());
         }
         if !(self.precision > 0.0 && self.precision < 1.0) {
             return Err(format!(

@@ -50,7 +50,7 @@ struct Echo {
     /// Rate: echo until the client ends the trial, whatever the repetitions, from one slot.
     /// Pingpong: the trial's repetitions, through the cache pool.
     until_ended: bool,
-    /// `--one-way`: stamp each echo (pingpong).
+    /// `--one-way`: stamp each echo.
     one_way: bool,
 }
 
@@ -77,6 +77,13 @@ impl ServerPattern for Echo {
             let slots = Slots::new(&mut b.buf.as_mut()[..b.pool_len], size + 1, stride);
             (slots, t.spec.repetitions)
         };
+        // `--one-way`: a rate request's stamps follow its sequence header.
+        let datagram = self.accepted.ep.is_datagram();
+        let base = if self.until_ended {
+            stamps::RATE_OFFSET
+        } else {
+            stamps::offset(datagram)
+        };
         server_trial(
             self.accepted.ep.as_mut(),
             &mut slots,
@@ -84,7 +91,7 @@ impl ServerPattern for Echo {
             reps,
             t.signals,
             t.idle,
-            self.one_way && !self.until_ended,
+            self.one_way.then_some(base),
         )
     }
 }
@@ -92,8 +99,8 @@ impl ServerPattern for Echo {
 /// One trial of the echo server: echoes `size`-byte messages until `reps` echoes were sent,
 /// the client ends the trial (`signals`; on a stream, once every message it announced was
 /// echoed), or nothing arrives for `idle`. Rate's server runs it with unlimited `reps`.
-/// The endpoint's receive timeout must be [`SLICE`](super::SLICE). With `one_way`, each echo
-/// with room for them carries the server's `--one-way` stamps.
+/// The endpoint's receive timeout must be [`SLICE`](super::SLICE). With `stamp_at` (where the
+/// stamps start), each echo with room for them carries the server's `--one-way` stamps.
 pub fn server_trial(
     ep: &mut dyn Endpoint,
     bufs: &mut Slots<'_>,
@@ -101,11 +108,12 @@ pub fn server_trial(
     reps: u64,
     signals: &TrialSignals,
     idle: Duration,
-    one_way: bool,
+    stamp_at: Option<usize>,
 ) -> io::Result<SideCounters> {
     let datagram = ep.is_datagram();
     let mut c = SideCounters::default();
-    let stamping = one_way && stamps::fits(size, datagram);
+    let base = stamp_at.unwrap_or(0);
+    let stamping = stamp_at.is_some_and(|b| stamps::fits(size, b));
     let wall = WallClock::now();
     // The current request's first receive (a stream's message may take several).
     let mut received = Instant::now();
@@ -142,10 +150,10 @@ pub fn server_trial(
                 c.bytes_received += n as u64;
                 if datagram {
                     c.messages_received += 1;
-                    if stamping && stamps::fits(n, true) {
+                    if stamping && stamps::fits(n, base) {
                         // Received and echoed at once: one clock read for both.
                         let now = wall.at(Instant::now());
-                        oneway::stamp_echo(&mut buf[..n], true, now, now);
+                        oneway::stamp_echo(&mut buf[..n], base, now, now);
                     }
                     match send_message(ep, &buf[..n]) {
                         Ok(calls) => {
@@ -179,7 +187,7 @@ pub fn server_trial(
                         if stamping {
                             let sent = last.unwrap_or_else(Instant::now);
                             let (r, s) = (wall.at(received), wall.at(sent));
-                            oneway::stamp_echo(&mut buf[..size], false, r, s);
+                            oneway::stamp_echo(&mut buf[..size], base, r, s);
                         }
                         c.messages_received += 1;
                         c.send_calls += send_message(ep, &buf[..size])?;

@@ -73,17 +73,17 @@ pub(crate) const UNSTAMPED: i64 = i64::MIN;
 
 /// Prepares a request: the client's send time, and the server's slots marked unstamped.
 #[inline]
-pub(crate) fn stamp_request(msg: &mut [u8], datagram: bool, sent: i64) {
-    stamps::write(msg, datagram, Stamp::ClientSend, sent);
-    stamps::write(msg, datagram, Stamp::ServerReceive, UNSTAMPED);
-    stamps::write(msg, datagram, Stamp::ServerSend, UNSTAMPED);
+pub(crate) fn stamp_request(msg: &mut [u8], base: usize, sent: i64) {
+    stamps::write(msg, base, Stamp::ClientSend, sent);
+    stamps::write(msg, base, Stamp::ServerReceive, UNSTAMPED);
+    stamps::write(msg, base, Stamp::ServerSend, UNSTAMPED);
 }
 
 /// The server's side: its first receive of the request and its send of the echo.
 #[inline]
-pub(crate) fn stamp_echo(msg: &mut [u8], datagram: bool, received: i64, sent: i64) {
-    stamps::write(msg, datagram, Stamp::ServerReceive, received);
-    stamps::write(msg, datagram, Stamp::ServerSend, sent);
+pub(crate) fn stamp_echo(msg: &mut [u8], base: usize, received: i64, sent: i64) {
+    stamps::write(msg, base, Stamp::ServerReceive, received);
+    stamps::write(msg, base, Stamp::ServerSend, sent);
 }
 
 /// The one-way delays of a point's (or a trial's) round trips.
@@ -103,11 +103,11 @@ pub(crate) struct OneWayTally {
 impl OneWayTally {
     /// Records one round trip from its echo and the client's first receive of it.
     #[inline]
-    pub(crate) fn record(&mut self, echo: &[u8], datagram: bool, received: i64) {
-        let sent = stamps::read(echo, datagram, Stamp::ClientSend);
+    pub(crate) fn record(&mut self, echo: &[u8], base: usize, received: i64) {
+        let sent = stamps::read(echo, base, Stamp::ClientSend);
         let (t2, t3) = (
-            stamps::read(echo, datagram, Stamp::ServerReceive),
-            stamps::read(echo, datagram, Stamp::ServerSend),
+            stamps::read(echo, base, Stamp::ServerReceive),
+            stamps::read(echo, base, Stamp::ServerSend),
         );
         if t2 == UNSTAMPED || t3 == UNSTAMPED {
             self.unstamped += 1;
@@ -148,6 +148,25 @@ impl OneWayTally {
         }
     }
 
+    /// What a `--one-way` point of `size`-byte messages with stamps from `base` says when
+    /// it has no delays, or some echoes came back without them.
+    pub(crate) fn note(&self, size: u64, base: usize) -> Option<String> {
+        let least = base + stamps::STAMPS_LEN;
+        if size < least as u64 {
+            Some(format!(
+                "no one-way delays: --one-way needs messages of at least {least} B"
+            ))
+        } else if self.unstamped > 0 {
+            Some(format!(
+                "{} echoes came back unstamped: the server predates --one-way for this \
+                 pattern (upgrade netsweep there)",
+                self.unstamped
+            ))
+        } else {
+            None
+        }
+    }
+
     /// The point's figures; `None` without a stamped round trip.
     pub(crate) fn figures(&self) -> Option<OneWay> {
         let (up, down) = self.best?;
@@ -176,8 +195,8 @@ mod tests {
 
     fn echo(sent: i64, t2: i64, t3: i64) -> Vec<u8> {
         let mut m = vec![0u8; 40];
-        stamp_request(&mut m, true, sent);
-        stamp_echo(&mut m, true, t2, t3);
+        stamp_request(&mut m, 8, sent);
+        stamp_echo(&mut m, 8, t2, t3);
         m
     }
 
@@ -190,11 +209,11 @@ mod tests {
             let sent = k * 100 * ms;
             let t2 = sent + 10 * ms + extra + 5 * ms;
             let t3 = t2 + 20_000;
-            a.record(&echo(sent, t2, t3), true, t3 - 5 * ms + ms);
+            a.record(&echo(sent, t2, t3), 8, t3 - 5 * ms + ms);
         }
         let mut unstamped = vec![0u8; 40];
-        stamp_request(&mut unstamped, true, 0);
-        a.record(&unstamped, true, 7);
+        stamp_request(&mut unstamped, 8, 0);
+        a.record(&unstamped, 8, 7);
         let mut point = OneWayTally::default();
         point.merge(&a);
         point.merge(&OneWayTally::default());

@@ -91,7 +91,8 @@ pub fn client_trial(
     let datagram = ep.is_datagram();
     let mut t = ClientTrial::default();
     let mut arrivals = super::arrival::Arrivals::default();
-    let stamping = checks.one_way && stamps::fits(size, datagram);
+    let base = stamps::offset(datagram);
+    let stamping = checks.one_way && stamps::fits(size, base);
     let wall = WallClock::now();
     let start = Instant::now();
     for i in 0..reps {
@@ -108,7 +109,7 @@ pub fn client_trial(
         }
         let t0 = Instant::now();
         if stamping {
-            oneway::stamp_request(&mut tx[..size], datagram, wall.at(t0));
+            oneway::stamp_request(&mut tx[..size], base, wall.at(t0));
         }
         match send_message(ep, &tx[..size]) {
             Ok(calls) => t.counters.send_calls += calls,
@@ -166,7 +167,7 @@ pub fn client_trial(
         };
         let rtt = end.duration_since(t0).as_nanos() as u64;
         if stamping {
-            t.one_way.record(&rx[..size], datagram, wall.at(first));
+            t.one_way.record(&rx[..size], base, wall.at(first));
         }
         hist.record(rtt);
         t.rtt_sum_ns += rtt;
@@ -197,7 +198,7 @@ fn same_payload(echo: &[u8], request: &[u8], stamped: bool, datagram: bool) -> b
     if !stamped {
         return echo == request;
     }
-    let r = stamps::server_range(datagram);
+    let r = stamps::server_range(stamps::offset(datagram));
     echo[..r.start] == request[..r.start] && echo[r.end..] == request[r.end..]
 }
 
@@ -405,18 +406,10 @@ impl PointFigures for Client {
             one_way: self.one_way_point.figures(),
         };
         if self.one_way {
-            let least = stamps::offset(self.datagram) + stamps::STAMPS_LEN;
-            let unstamped = self.one_way_point.unstamped;
-            if timed.size < least as u64 {
-                tally.notes.push(format!(
-                    "no one-way delays: --one-way needs messages of at least {least} B"
-                ));
-            } else if unstamped > 0 {
-                tally.notes.push(format!(
-                    "{unstamped} echoes came back unstamped: the server predates --one-way \
-                     (upgrade netsweep there)"
-                ));
-            }
+            let base = stamps::offset(self.datagram);
+            tally
+                .notes
+                .extend(self.one_way_point.note(timed.size, base));
         }
         let directions = (directions != Directions::default()).then_some(directions);
         let reps = timed.repetitions;

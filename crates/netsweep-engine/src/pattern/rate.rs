@@ -21,6 +21,7 @@ pub(crate) use point::{delivered, offered_load, rate_point, Measured, Totals};
 
 use super::bidir::merge;
 use super::dgram::trial_cookie;
+use super::oneway::{OneWayTally, WallClock};
 use super::{
     any_trial, ClientOpen, ClientPattern, PointFigures, Registration, Sizing, TrialOutcome,
 };
@@ -28,11 +29,13 @@ use crate::error::NetError;
 use crate::point::Tally;
 use loops::{Bucket, Reading, Received, RecvPlan, Replies, SendPlan, Timeline};
 use netsweep_endpoint::{Endpoint, MessageBuffer};
+use netsweep_model::directions::Directions;
 use netsweep_model::load::{Arrivals, Schedule, TimelineSample};
 use netsweep_model::results::{PointResult, StopReason};
 use netsweep_model::spec::{Pattern, RunSpec};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::{SideCounters, TrialSpec};
+use netsweep_proto::stamps::{self, RATE_OFFSET};
 use std::io;
 use std::time::{Duration, Instant};
 
@@ -113,6 +116,9 @@ struct Client {
     duplicates: u64,
     refused: u64,
     truncated: u32,
+    /// `--one-way`: stamp the requests; the point's delays.
+    one_way: bool,
+    one_way_point: OneWayTally,
 }
 
 impl Client {
@@ -150,6 +156,8 @@ impl Client {
             duplicates: 0,
             refused: 0,
             truncated: 0,
+            one_way: false,
+            one_way_point: OneWayTally::default(),
         }))
     }
 
@@ -249,6 +257,8 @@ impl PointFigures for Client {
         self.timeline_ns = 0;
         (self.sent, self.received, self.late) = (0, 0, 0);
         (self.duplicates, self.refused, self.truncated) = (0, 0, 0);
+        self.one_way = spec.one_way;
+        self.one_way_point = OneWayTally::default();
         Ok(())
     }
 
@@ -268,6 +278,7 @@ impl PointFigures for Client {
         self.received += self.last.answers.received;
         self.late += self.last.answers.late;
         self.duplicates += self.last.answers.duplicates;
+        self.one_way_point.merge(&self.last.one_way);
         self.fold_timeline(self.interval_ns);
         Ok(())
     }
@@ -306,7 +317,13 @@ impl PointFigures for Client {
             delivered: &self.delivered,
         };
         let timeline = std::mem::take(&mut self.timeline);
-        rate_point(
+        let mut tally = tally;
+        if self.one_way {
+            tally
+                .notes
+                .extend(self.one_way_point.note(timed.size, RATE_OFFSET));
+        }
+        let mut p = rate_point(
             &totals,
             &measured,
             timeline,
@@ -314,7 +331,12 @@ impl PointFigures for Client {
             timed,
             tally,
             stop_reason,
-        )
+        );
+        p.directions = self.one_way_point.figures().map(|one_way| Directions {
+            one_way: Some(one_way),
+            ..Directions::default()
+        });
+        p
     }
 }
 
@@ -333,6 +355,8 @@ impl ClientPattern for Client {
             self.arrivals,
             Schedule::trial_seed(self.seed, trial),
         );
+        // `--one-way`: one wall-clock anchor for the trial's sends and replies.
+        let wall = (self.one_way && stamps::fits(self.size, RATE_OFFSET)).then(WallClock::now);
         let epoch = Instant::now();
         let send = SendPlan {
             size: self.size,
@@ -340,6 +364,7 @@ impl ClientPattern for Client {
             cap,
             cookie,
             epoch,
+            wall,
         };
         let recv = RecvPlan {
             size: self.size,
@@ -349,6 +374,7 @@ impl ClientPattern for Client {
             timeout_ns: self.timeout.as_nanos() as u64,
             interval_ns,
             window_ns: duration_ns,
+            wall,
         };
         let fd = self.ep.raw_fd().ok_or_else(|| {
             io::Error::new(

@@ -114,7 +114,7 @@ pub fn pingpong(
         s.prepare(slot, 1)?;
         s.set_recv_timeout(Some(SLICE))?;
         let mut slots = Slots::new(buf.as_mut(), slot, slot);
-        let r = echo::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT, false);
+        let r = echo::server_trial(s.as_mut(), &mut slots, size, reps, &sig, TIMEOUT, None);
         r.map(|c| (c, s))
     });
     let datagram = c.is_datagram();

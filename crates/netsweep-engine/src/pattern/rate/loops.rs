@@ -2,19 +2,22 @@
 //! schedule, each stamped with its sequence number and intended send time, its lateness
 //! recorded) reads the replies while it waits and while its socket has no room, and
 //! [`Replies`] accounts them (latency from the intended send time, exact by sequence number,
-//! the timeline's buckets); the server echoes with pingpong's loop. Everything they write
-//! was sized before the trial: nothing here allocates, logs or locks.
+//! the timeline's buckets, with `--one-way` each direction's delay from the stamps after the
+//! header); the server echoes with pingpong's loop. Everything they write was sized before
+//! the trial: nothing here allocates, logs or locks.
 
 use super::ledger::{checkpoint, Answers, Ledger, CHECKPOINTS};
 use crate::pattern::dgram::stamp;
+use crate::pattern::oneway::{self, OneWayTally, WallClock};
 use crate::pattern::{count_send_error, yield_cpu};
 use netsweep_endpoint::{is_timeout, Endpoint};
 use netsweep_model::load::{CoarseHistogram, Schedule};
 use netsweep_model::stats::LatencyHistogram;
 use netsweep_proto::messages::SideCounters;
+use netsweep_proto::stamps::RATE_OFFSET;
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Below this much time to the next send the sender looks for replies without waiting,
 /// yielding the CPU between looks, instead of sleeping in ppoll (a sleep wakes tens of
@@ -171,6 +174,9 @@ pub(super) struct SendPlan {
     pub cap: u64,
     pub cookie: u32,
     pub epoch: Instant,
+    /// `--one-way` (requests with room for the stamps): each carries its send time on this
+    /// wall clock.
+    pub wall: Option<WallClock>,
 }
 
 /// Sends requests on `sched` from `epoch` until `duration_ns`: each is stamped with its
@@ -220,6 +226,11 @@ pub(super) fn sender(
         sent_at = since(plan.epoch);
         lateness.record(sent_at - due);
         stamp(&mut tx[..plan.size], plan.cookie, seq, due);
+        if let Some(w) = &plan.wall {
+            // The send's time, from the clock read that judged its lateness.
+            let at = w.at(plan.epoch + Duration::from_nanos(sent_at));
+            oneway::stamp_request(&mut tx[..plan.size], RATE_OFFSET, at);
+        }
         seq += 1;
         match send_request(ep, &mut reading, &tx[..plan.size], plan.epoch) {
             Ok(calls) => s.counters.send_calls += calls,
@@ -257,6 +268,8 @@ pub(crate) struct Received {
     pub counters: SideCounters,
     /// The replies' accounting (`ledger.rs`).
     pub answers: Answers,
+    /// `--one-way`: the delays of the replies on time.
+    pub one_way: OneWayTally,
 }
 
 /// What a receiver trial runs with.
@@ -273,6 +286,8 @@ pub(crate) struct RecvPlan {
     pub interval_ns: u64,
     /// The schedule's span (the trial's duration), ns.
     pub window_ns: u64,
+    /// `--one-way`: the wall clock a reply's arrival is read on (the sender's).
+    pub wall: Option<WallClock>,
 }
 
 /// The receiving half of a trial, one reply at a time: latency from the intended send
@@ -390,6 +405,12 @@ impl<'a> Replies<'a> {
             return;
         };
         self.hist.record(on.latency);
+        if let Some(w) = &self.plan.wall {
+            // A stream's reply is timed when its last bytes are read (a small reply comes
+            // in one receive; pingpong times the first).
+            let at = w.at(self.plan.epoch + Duration::from_nanos(now));
+            self.r.one_way.record(msg, RATE_OFFSET, at);
+        }
         let (interval, nb) = (self.plan.interval_ns, self.buckets.len());
         let b = &mut self.buckets[bucket(on.due, interval, nb)];
         b.answered += 1;

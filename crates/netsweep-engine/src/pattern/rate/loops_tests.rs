@@ -30,6 +30,17 @@ fn trial_with_storage(
     timeout_ns: u64,
     cap: u64,
 ) -> (io::Result<Sent>, Received, LatencyHistogram) {
+    trial_on(ep, size, (rate, duration_ns, timeout_ns, cap), None)
+}
+
+/// A trial of `size`-byte requests at (rate, duration, timeout, storage), `--one-way`
+/// stamped on `wall` when given.
+fn trial_on(
+    ep: &mut Sock,
+    size: usize,
+    (rate, duration_ns, timeout_ns, cap): (f64, u64, u64, u64),
+    wall: Option<WallClock>,
+) -> (io::Result<Sent>, Received, LatencyHistogram) {
     let epoch = Instant::now();
     let send = SendPlan {
         size,
@@ -37,6 +48,7 @@ fn trial_with_storage(
         cap,
         cookie: 7,
         epoch,
+        wall,
     };
     let recv = RecvPlan {
         size,
@@ -48,6 +60,7 @@ fn trial_with_storage(
         timeout_ns,
         interval_ns: u64::MAX,
         window_ns: duration_ns,
+        wall,
     };
     let (mut hist, mut lateness) = (LatencyHistogram::new(), LatencyHistogram::new());
     let mut seen = vec![0u64; (cap / 64) as usize];
@@ -198,6 +211,7 @@ fn replies_land_by_their_arrival_and_intended_send_times() {
         interval_ns: u64::MAX,
         // Checkpoints at 9000, 10000, … 16000 ns.
         window_ns: 16_000,
+        wall: None,
     };
     let (mut hist, mut seen, mut buckets) = (
         LatencyHistogram::new(),
@@ -261,4 +275,73 @@ fn a_rate_beyond_the_path_ends_the_trial_at_its_deadline() {
     let due = sent.due_by[CHECKPOINTS - 1];
     assert!(due > 100_000_000, "{due}");
     assert!(sent.counters.messages_sent < due / 10, "{sent:?}");
+}
+
+/// `--one-way` over a datagram pair whose echoing peer stamps on a clock 5 ms ahead (the
+/// server's slots after the 20-byte header): every reply on time is timed, both directions
+/// read the offset (+5 ms up, −5 ms down, to within the threads' scheduling), and the round
+/// trips' offset estimate brackets it. Replies of a peer that does not stamp are counted
+/// unstamped, with no delays.
+#[test]
+fn one_way_stamps_follow_the_header_and_read_the_peers_clock_offset() {
+    use netsweep_proto::stamps::{fits, RATE_OFFSET};
+    const AHEAD: i64 = 5_000_000;
+    let run = |stamping: bool| {
+        let (client, peer) = UnixDatagram::pair().unwrap();
+        let server = std::thread::spawn(move || {
+            let wall = WallClock::now();
+            let mut buf = [0u8; 256];
+            peer.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            loop {
+                let n = peer
+                    .recv(&mut buf)
+                    .expect("the client says when it is done");
+                if n == 0 {
+                    break;
+                }
+                if stamping && fits(n, RATE_OFFSET) {
+                    let now = wall.at(Instant::now()) + AHEAD;
+                    oneway::stamp_echo(&mut buf[..n], RATE_OFFSET, now, now);
+                }
+                peer.send(&buf[..n]).unwrap();
+            }
+        });
+        let mut ep = Sock::Dgram(client);
+        let plan = (2000.0, 100_000_000, 10_000_000_000, 64 * 64);
+        let (sent, got, _) = trial_on(&mut ep, 64, plan, Some(WallClock::now()));
+        assert_eq!(sent.unwrap().counters.messages_sent, 200);
+        if let Sock::Dgram(s) = &ep {
+            s.send(&[]).unwrap();
+        }
+        server.join().unwrap();
+        got
+    };
+    let got = run(true);
+    assert_eq!(got.answers.received, 200, "{got:?}");
+    let o = got.one_way.figures().expect("stamped replies");
+    assert_eq!((o.messages, got.one_way.unstamped), (200, 0));
+    // Each direction: the offset plus a delay of the two threads (≥ 0, and far below 5 ms
+    // unless the host stalls a thread that long: the least of 200 does not).
+    let ms = 1e6;
+    assert!((o.to_server_ns.min - 5.0 * ms).abs() < 2.0 * ms, "{o:?}");
+    assert!((o.to_client_ns.min + 5.0 * ms).abs() < 2.0 * ms, "{o:?}");
+    assert!(o.to_server_ns.mean >= o.to_server_ns.min, "{o:?}");
+    assert!(
+        (o.clock_offset_ns - 5.0 * ms).abs() <= o.clock_offset_bound_ns + 1e3,
+        "{o:?}"
+    );
+    let plain = run(false);
+    assert!(plain.one_way.figures().is_none());
+    assert_eq!(plain.one_way.unstamped, 200);
+    assert!(plain
+        .one_way
+        .note(64, RATE_OFFSET)
+        .unwrap()
+        .contains("unstamped"));
+    assert!(got
+        .one_way
+        .note(43, RATE_OFFSET)
+        .unwrap()
+        .contains("at least 44 B"));
 }
