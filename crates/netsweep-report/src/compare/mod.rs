@@ -367,7 +367,7 @@ pub fn differences(a: &RunResult, b: &RunResult) -> Vec<String> {
         .collect();
     if !single.is_empty() {
         out.push(format!(
-            "{} measured each size in one pass: their intervals are within-run and miss the host's drift between runs (identical one-pass runs flagged 38% of points on a 2-vCPU VM, three-pass runs 4.9%; docs/methodology.md, \"Calibration\"): re-run with --passes 3 before trusting per-point verdicts",
+            "{} measured each size in one pass: their intervals are within-run and miss the host's drift between runs (on a 2-vCPU VM identical one-pass runs flagged two thirds of their points, three-pass runs about one in twenty: docs/methodology.md, \"Calibration\"): re-run with --passes 3 before trusting per-point verdicts",
             single.join(" and ")
         ));
     }
