@@ -342,7 +342,6 @@ const KNOWN_TANGLES: &[(&str, &[&str])] = &[
             "topology",
         ],
     ),
-    ("crates/netsweep-lab/src", &["clients", "runner"]),
     (
         "crates/netsweep-lab/src",
         &["expand", "experiment", "factors", "scenario"],

@@ -7,7 +7,9 @@
 use crate::children::{stop, wait_listening, Ready, POLL};
 use crate::error::LabError;
 use crate::lab::Lab;
-use crate::runner::{log_file, skipped, target, RunOptions, ScenarioRunOutcome, ScenarioRunStatus};
+use crate::run_outcome::{
+    log_file, skipped, target, RunOptions, ScenarioRunOutcome, ScenarioRunStatus,
+};
 use crate::scenario::ScenarioRun;
 use crate::signals;
 use std::path::Path;

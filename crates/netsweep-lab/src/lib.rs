@@ -40,6 +40,7 @@ pub mod preflight;
 pub mod rate;
 mod raw;
 pub mod routing;
+mod run_outcome;
 pub mod runner;
 pub mod scenario;
 pub mod shaping;
