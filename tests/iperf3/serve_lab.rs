@@ -420,7 +420,8 @@ fn data_share(lab: &Lab, host: &str) -> f64 {
 /// × 1448/1514 × the share of the sender's wire bytes that were data, counted by nft in the
 /// sender's output over the test: 46.7–47.0 Mbit/s here, not the 47.82 of a one-way test,
 /// which both servers' figures fell short of by 2–6%. The first second (slow start) is
-/// omitted (`-O 1`); six idle runs read −2.5% to +2.3% of it.
+/// omitted (`-O 1`); six idle runs read −2.5% to +2.3% of it. Held: both directions together
+/// within 3%, each within 4%.
 #[test]
 #[ignore = "needs root (lab namespaces) and iperf3: ./run-tests installs it and runs this"]
 fn bidir_streams_sum_to_the_shapers_arithmetic_each_way() {
@@ -464,7 +465,19 @@ fn bidir_streams_sum_to_the_shapers_arithmetic_each_way() {
             "-P 4 --bidir {what}: {got:.2} Mbit/s from netsweep vs {them:.2} from iperf3 -s"
         );
     }
-    check_arithmetic_when_idle("-P 4 --bidir up", ours.0, up, 0.03, &busy);
-    check_arithmetic_when_idle("-P 4 --bidir down", ours.1, down, 0.03, &busy);
+    // Both directions together within 3% of the two links' arithmetic; each direction within
+    // 4%: a full ./run-tests read 45.17 up (−3.3%) and 47.48 down (+1.3%) on an idle machine,
+    // −1.0% together (iperf3 -s just before: 46.57 and 46.88), where six runs by hand had
+    // read −2.5% to +2.3% each way: how the two directions' streams share their links moves
+    // by a few percent from one 6 s test to the next.
+    check_arithmetic_when_idle(
+        "-P 4 --bidir up and down",
+        ours.0 + ours.1,
+        up + down,
+        0.03,
+        &busy,
+    );
+    check_arithmetic_when_idle("-P 4 --bidir up", ours.0, up, 0.04, &busy);
+    check_arithmetic_when_idle("-P 4 --bidir down", ours.1, down, 0.04, &busy);
     drop(lab);
 }
