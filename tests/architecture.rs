@@ -55,6 +55,7 @@ const RULES: &[(&str, &[&str])] = &[
             "netsweep-iperf3",
             "netsweep-model",
             "netsweep-proto",
+            "netsweep-rpm",
             "netsweep-tool",
         ],
     ),
@@ -70,6 +71,7 @@ const RULES: &[(&str, &[&str])] = &[
     ),
     ("netsweep-emu", &["netsweep-atomic"]),
     ("netsweep-iperf3", &[]),
+    ("netsweep-rpm", &["netsweep-model"]),
     ("netsweep-testkit", &["netsweep-lab", "netsweep-proto"]),
 ];
 

@@ -10,12 +10,14 @@ use values::{ApiArg, CompareFormat, FormatArg, LayoutArg, PatternArg, PerSide, T
 pub mod exporter;
 mod lab;
 pub mod parse;
+mod rpm;
 mod serve;
 pub mod spec;
 pub mod typo;
 pub mod values;
 
 pub use crate::cli::lab::{LabArgs, LabCommand, ScenarioArgs, ScenarioCommand};
+pub use crate::cli::rpm::RpmArgs;
 pub use crate::cli::serve::{AllowArg, LogFormatArg, ServeArgs};
 
 /// Default TCP port of `netsweep serve`'s control connection.
@@ -51,6 +53,24 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare runs: per size B ÷ A of throughput (and latency) with CIs and significance.
     Compare(CompareArgs),
+    /// Responsiveness under working conditions (RPM, draft-ietf-ippm-responsiveness-09)
+    /// against a `netsweep serve --rpm` or any server with the draft's configuration.
+    #[command(
+        long_about = "Measure responsiveness under working conditions, in round trips per minute (RPM), by \
+draft-ietf-ippm-responsiveness-09 over HTTP/2 with TLS. Per direction (download, then upload): \
+load-generating connections are added, one an interval, until the aggregate goodput saturates \
+(the standard deviation of the last 4 moving averages within 5 % of the newest); meanwhile \
+foreign probes (a new connection: TCP handshake, TLS handshake and a small GET, timed apart) \
+and self probes (a small GET on a load-generating connection) run, 100 a second at most; \
+responsiveness is the mean of the foreign RPM (60 s over the mean of the three phases' 95 % \
+trimmed means) and the loaded RPM (60 s over the self probes' trimmed mean) of the last 4 \
+intervals' probes, and the test of a direction ends when it is stable too, or at --max-time \
+(then marked out of time). Shown: RPM with a 95 % bootstrap interval over the window's \
+probes, the loaded and idle round trips, goodput and how long each stage took; saved as JSON. \
+The server: `netsweep serve --rpm` (HOST or HOST:PORT) or any https:// configuration URL \
+(Apple's and Cloudflare's format). docs/rpm.md has the details."
+    )]
+    Rpm(RpmArgs),
     /// List transports, apis and patterns and whether each works on this host.
     List,
     /// Build, inspect and remove network-namespace testbeds (needs root).

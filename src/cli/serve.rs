@@ -1,5 +1,5 @@
 //! `netsweep serve`'s command line: where it listens, what a client may ask (limits, budget,
-//! `--allow`), authentication, the iperf3 port and the log.
+//! `--allow`), authentication, the iperf3 and responsiveness ports and the log.
 
 use crate::cli::DEFAULT_PORT;
 use clap::Args;
@@ -134,6 +134,20 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "5201",
           conflicts_with = "auth_key")]
     pub iperf3: Option<u16>,
+
+    /// Also answer responsiveness clients (draft-ietf-ippm-responsiveness-09: `netsweep rpm`,
+    /// Cloudflare's `mach`, Apple's `networkQuality -C`) on PORT (default 4043) over HTTP/2
+    /// and HTTP/1.1 with TLS 1.3, presenting the --tls-cert certificate (or the self-signed one
+    /// made at start): the configuration document at https://HOST:PORT/.well-known/nq, a large
+    /// download (/large), a one-byte object (/small) and an upload sink (/slurp), with
+    /// TCP_NOTSENT_LOWAT on every socket. A client address is one session under the same
+    /// admission, --max-sessions-per-ip, budget and --allow-from as every run, holding up to
+    /// 256 connections at once, each lasting at most --max-duration; a refused client gets
+    /// 503 with the reason. Responsiveness clients cannot prove --auth-key, and --max-rate is
+    /// not applied to them: both are refused with --rpm.
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "4043",
+          conflicts_with_all = ["auth_key", "max_rate"])]
+    pub rpm: Option<u16>,
 
     /// With --iperf3: write a record of every iperf3 test (what was asked, each stream's bytes,
     /// loss, jitter and retransmits, a figure per second, the CPU, the client's own results)

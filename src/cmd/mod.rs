@@ -1,5 +1,5 @@
 //! The commands, one module each: `run` (and its front ends `mesh`, `scenario`), `serve`,
-//! `report`/`compare`, `lab`, `exporter`, `list`, and the generated docs. [`run`] dispatches.
+//! `report`/`compare`, `rpm`, `lab`, `exporter`, `list`, and the generated docs. [`run`] dispatches.
 
 mod compare;
 mod docs;
@@ -8,6 +8,7 @@ mod lab;
 mod list;
 mod mesh;
 mod report;
+mod rpm;
 mod run;
 mod scenario;
 mod serve;
@@ -27,6 +28,7 @@ pub fn run(cli: Cli) -> Result {
             | Command::Scenario(_)
             | Command::Mesh(_)
             | Command::Exporter(_)
+            | Command::Rpm(_)
     ) {
         crate::signal::quiet_broken_pipe();
     }
@@ -35,6 +37,7 @@ pub fn run(cli: Cli) -> Result {
         Command::Serve(args) => serve::main(args),
         Command::Report(args) => report::main(args),
         Command::Compare(args) => compare::main(args),
+        Command::Rpm(args) => rpm::main(args),
         Command::List => list::main(),
         Command::Lab(args) => lab::main(args),
         Command::Scenario(args) => scenario::main(args),

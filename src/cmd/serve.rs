@@ -8,8 +8,8 @@ use crate::error::{Error, Result};
 use crate::signal;
 use netsweep_engine::server::budget::bytes;
 use netsweep_engine::server::{
-    default_max_sessions, iperf3, listen, serve_with, HostLimits, LogFormat, Policy, ServeOptions,
-    ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
+    default_max_sessions, iperf3, listen, serve_with, HostLimits, LogFormat, Policy, Ports,
+    ServeOptions, ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
 };
 use netsweep_model::time;
 use netsweep_transport::tls::identity as tls;
@@ -103,6 +103,19 @@ pub fn main(a: ServeArgs) -> Result {
             })?,
         ),
     };
+    let rpm = match a.rpm {
+        None => None,
+        Some(port) => Some(listen::tcp(SocketAddr::new(ip, port)).map_err(|e| {
+            Error::failed(format!(
+                "cannot listen for responsiveness clients on {ip}:{port}: {e} (give --rpm \
+                 another port)"
+            ))
+        })?),
+    };
+    let rpm_at = rpm
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.to_string());
     let iperf3_at = iperf3
         .as_ref()
         .and_then(|l| l.local_addr().ok())
@@ -150,6 +163,7 @@ pub fn main(a: ServeArgs) -> Result {
                 "max_threads": budget.threads,
                 "max_fds": budget.fds,
                 "iperf3_addr": iperf3_at,
+                "rpm_addr": rpm_at,
                 "metrics_addr": metrics_at,
                 "tls_fingerprint": tls.fingerprint,
                 "tls_certificate": tls.source,
@@ -162,9 +176,12 @@ pub fn main(a: ServeArgs) -> Result {
             } else {
                 format!("up to {max_sessions} runs at once")
             };
-            let also = iperf3_at
+            let mut also = iperf3_at
                 .as_ref()
                 .map_or(String::new(), |a| format!(" and for iperf3 clients on {a}"));
+            if let Some(a) = &rpm_at {
+                also += &format!(" and for responsiveness clients on {a} (rpm)");
+            }
             let metrics = metrics_at.as_ref().map_or(String::new(), |a| {
                 format!("metrics on http://{a}/metrics; ")
             });
@@ -214,7 +231,11 @@ pub fn main(a: ServeArgs) -> Result {
         allow_from: a.allow_from,
         metrics: metrics.map(|(m, _)| m),
     };
-    serve_with(listener, iperf3, Arc::new(Registry), opts, stop)
+    let ports = Ports {
+        iperf3,
+        rpm: rpm.map(|l| (l, tls.config.clone())),
+    };
+    serve_with(listener, ports, Arc::new(Registry), opts, stop)
         .map(|()| ExitCode::SUCCESS)
         .map_err(|e| Error::failed(format!("server failed: {e}")))
 }

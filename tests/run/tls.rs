@@ -7,7 +7,6 @@
 use crate::common::*;
 use netsweep_testkit::exe::serve::Server;
 use serde_json::Value;
-use std::process::Command;
 
 fn tls_of<'a>(v: &'a Value, side: &str) -> &'a Value {
     &v["granted"][side]["tls"]
@@ -55,45 +54,8 @@ fn tls_pingpong_and_stream_record_what_the_handshake_agreed() {
 /// A self-signed certificate and key made by openssl, and openssl's SHA-256 fingerprint of
 /// it (`AB:CD:…`).
 fn openssl_identity(dir: &std::path::Path, name: &str) -> (String, String, String) {
-    let (cert, key) = (
-        dir.join(format!("{name}.crt")),
-        dir.join(format!("{name}.key")),
-    );
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-        ])
-        .args([
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=netsweep-test",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
-    let fp = Command::new("openssl")
-        .args(["x509", "-noout", "-fingerprint", "-sha256", "-in"])
-        .arg(&cert)
-        .output()
-        .unwrap();
-    let fp = String::from_utf8(fp.stdout).unwrap();
-    let fp = fp.trim().rsplit('=').next().unwrap().to_string();
-    assert_eq!(fp.len(), 95, "{fp}");
+    let (cert, key) = nginx::self_signed(dir, name);
+    let fp = nginx::fingerprint(&cert);
     (
         cert.to_str().unwrap().into(),
         key.to_str().unwrap().into(),

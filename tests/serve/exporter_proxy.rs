@@ -6,13 +6,13 @@
 //! 400, and the scrape timeout still reaches the exporter through the proxy (a 5 s probe is
 //! cut to fit a 2 s scrape).
 
-use crate::common::iperf3::{free_port, Killed};
+use crate::common::iperf3::free_port;
 use crate::common::serve::Server;
 use crate::common::*;
 use crate::exporter::{exporter, get, prometheus, query};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The nginx `server { … }` block of docs/prometheus.md.
@@ -73,30 +73,8 @@ fn prometheus_scrapes_the_exporter_through_the_documented_tls_and_basic_auth_pro
     let dir = scratch("exporter-proxy");
     let server = Server::start(&[]);
     let (_e, exporter_at) = exporter(&[]);
-    let (crt, key, users) = (
-        dir.join("exporter.crt"),
-        dir.join("exporter.key"),
-        dir.join("exporter.htpasswd"),
-    );
-    ok(Command::new("openssl").args([
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-addext",
-        "subjectAltName=IP:127.0.0.1",
-        "-keyout",
-        key.to_str().unwrap(),
-        "-out",
-        crt.to_str().unwrap(),
-    ]));
+    let (crt, key) = nginx::self_signed(&dir, "exporter");
+    let users = dir.join("exporter.htpasswd");
     let hash = ok(Command::new("openssl").args(["passwd", "-apr1", "s3cret"]));
     std::fs::write(&users, format!("prometheus:{hash}\n")).unwrap();
 
@@ -123,32 +101,7 @@ fn prometheus_scrapes_the_exporter_through_the_documented_tls_and_basic_auth_pro
         "http://127.0.0.1:9469",
         &format!("http://{exporter_at}"),
     );
-    let d = dir.display();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  \
-         proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  \
-         uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n{block}}}\n"
-    );
-    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let nginx = Command::new("nginx")
-        .args(["-e", &format!("{d}/error.log"), "-p", &d.to_string(), "-c"])
-        .arg(dir.join("nginx.conf"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _nginx = Killed(nginx);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(&proxy).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nginx did not listen on {proxy}: {}",
-            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let _nginx = nginx::start(&dir, &format!("  access_log off;\n{block}"), &proxy);
 
     // Four jobs through the proxy: the right credentials; a wrong password; plain HTTP to the
     // TLS port; a 5 s probe under a 2 s scrape timeout, which the exporter cuts to fit only

@@ -1,4 +1,4 @@
-//! The `serve` test binary. `netsweep serve` as a daemon left on a network: authentication, hostile peers and values, limits and budgets, many clients, session lifecycles, arming, an old server, and the Prometheus exporter.
+//! The `serve` test binary. `netsweep serve` as a daemon left on a network: authentication, hostile peers and values, limits and budgets, many clients, session lifecycles, the responsiveness port, arming, an old server, and the Prometheus exporter.
 
 use netsweep_testkit::exe as common;
 
@@ -13,4 +13,5 @@ mod many;
 mod metrics;
 mod old_server;
 mod probe_deadline;
+mod rpm;
 mod sessions;

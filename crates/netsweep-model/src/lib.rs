@@ -16,6 +16,7 @@ pub mod mesh;
 pub mod passes;
 pub mod placement;
 pub mod results;
+pub mod rpm;
 pub mod schema;
 pub mod sizes;
 pub mod spec;

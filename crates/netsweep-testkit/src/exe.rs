@@ -1,9 +1,11 @@
 //! The `netsweep` executable as the root package's integration tests drive it: run it and
-//! load its results, serve with it (`serve.rs`) and against iperf3 (`iperf3.rs`), scratch
+//! load its results, serve with it (`serve.rs`), against iperf3 (`iperf3.rs`) and nginx
+//! (`nginx.rs`), scratch
 //! directories, and the hard prerequisite checks of tests that are `#[ignore]`d unless
 //! `./run-tests` runs them. Each test binary names it `common`.
 
 pub mod iperf3;
+pub mod nginx;
 pub mod serve;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! What `serve --metrics` gives Prometheus about the tests the server served: sessions
 //! started, finished (ok or failed) and running, and connections refused, per protocol
-//! (netsweep's own control port and the iperf3 port), counted where the server logs them,
+//! (netsweep's own control port, the iperf3 port and the responsiveness port), counted where the server logs them,
 //! whether or not `--verbose` prints the lines. Values only: the HTTP side is the CLI's.
 
 use std::fmt::Write;
@@ -13,15 +13,18 @@ pub enum Protocol {
     Netsweep,
     /// The iperf3 port (`--iperf3`).
     Iperf3,
+    /// The responsiveness port (`--rpm`).
+    Rpm,
 }
 
 impl Protocol {
-    const ALL: [Protocol; 2] = [Protocol::Netsweep, Protocol::Iperf3];
+    const ALL: [Protocol; 3] = [Protocol::Netsweep, Protocol::Iperf3, Protocol::Rpm];
 
     fn name(self) -> &'static str {
         match self {
             Protocol::Netsweep => "netsweep",
             Protocol::Iperf3 => "iperf3",
+            Protocol::Rpm => "rpm",
         }
     }
 }
@@ -39,7 +42,7 @@ struct Counts {
 pub struct ServeMetrics {
     version: String,
     start_time_s: f64,
-    counts: [Counts; 2],
+    counts: [Counts; 3],
 }
 
 impl ServeMetrics {

@@ -15,6 +15,7 @@ pub mod listen;
 mod log;
 pub mod metrics;
 pub mod plan;
+mod rpm;
 mod session;
 
 pub use admission::client_key;
@@ -156,6 +157,7 @@ impl ServeOptions {
             let port = match p {
                 metrics::Protocol::Netsweep => "control port",
                 metrics::Protocol::Iperf3 => "iperf3 port",
+                metrics::Protocol::Rpm => "rpm port",
             };
             log(
                 self.log_format,
@@ -228,14 +230,24 @@ pub fn serve(
     opts: ServeOptions,
     stop: Arc<AtomicBool>,
 ) -> io::Result<()> {
-    serve_with(listener, None, factory, opts, stop)
+    serve_with(listener, Ports::default(), factory, opts, stop)
 }
 
-/// [`serve`], and with `iperf3` its port for iperf3 clients ([`iperf3`]), whose tests the same
-/// admission and budget admit; it stops with the server.
+/// The server's ports beside its control port: iperf3's (`--iperf3`) and the responsiveness
+/// port (`--rpm`: its listener and the TLS configuration it presents).
+#[derive(Debug, Default)]
+pub struct Ports {
+    /// `--iperf3`.
+    pub iperf3: Option<iperf3::Listeners>,
+    /// `--rpm`.
+    pub rpm: Option<(TcpListener, netsweep_rpm::server::TlsConfig)>,
+}
+
+/// [`serve`], and its other ports: iperf3 clients' ([`iperf3`]) and responsiveness clients'
+/// ([`rpm`]), whose tests the same admission and budget admit; they stop with the server.
 pub fn serve_with(
     listener: TcpListener,
-    iperf3: Option<iperf3::Listeners>,
+    ports: Ports,
     factory: Arc<dyn TransportFactory>,
     opts: ServeOptions,
     stop: Arc<AtomicBool>,
@@ -259,7 +271,17 @@ pub fn serve_with(
     let opts = Arc::new(opts);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     let numbers = Arc::new(AtomicU64::new(0));
-    if let Some(l) = iperf3 {
+    if let Some((l, tls)) = ports.rpm {
+        threads.push(rpm::spawn(
+            l,
+            tls,
+            admission.clone(),
+            opts.clone(),
+            numbers.clone(),
+            stop.clone(),
+        )?);
+    }
+    if let Some(l) = ports.iperf3 {
         let shared = iperf3::Shared {
             admission: admission.clone(),
             opts: opts.clone(),

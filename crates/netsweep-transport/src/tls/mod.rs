@@ -9,6 +9,7 @@
 pub mod endpoint;
 pub mod identity;
 pub mod pin;
+pub mod trust;
 
 use crate::basic::ConnListener as _;
 use crate::descriptor::{probe_socket, Descriptor, Peer, MESSAGES};

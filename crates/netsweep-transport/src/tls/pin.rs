@@ -9,19 +9,39 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
 use std::sync::Arc;
 
-/// Accepts the certificate with one fingerprint.
+/// Accepts the certificate with one fingerprint (or, made by [`Pinned::any`], any: the
+/// handshake's signature is checked either way).
 #[derive(Debug)]
 pub struct Pinned {
-    want: String,
+    want: Option<String>,
+    /// The fingerprint came from the session's control connection, not from the user.
+    announced: bool,
     algs: WebPkiSupportedAlgorithms,
 }
 
 impl Pinned {
-    /// A verifier for the certificate whose fingerprint (`AB:CD:…`) is `want`.
+    /// A verifier for the certificate whose fingerprint (`AB:CD:…`) its session announced.
     pub fn new(want: String) -> Self {
         Self {
-            want,
+            want: Some(want),
+            announced: true,
             algs: provider().signature_verification_algorithms,
+        }
+    }
+
+    /// A verifier for the certificate whose fingerprint the user gave (`--tls-pin`).
+    pub fn by_user(want: String) -> Self {
+        Self {
+            announced: false,
+            ..Self::new(want)
+        }
+    }
+
+    /// A verifier that accepts any certificate (`--insecure`).
+    pub fn any() -> Self {
+        Self {
+            want: None,
+            ..Self::by_user(String::new())
         }
     }
 }
@@ -46,14 +66,21 @@ impl ServerCertVerifier for Pinned {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
+        let Some(want) = &self.want else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let got = fingerprint(end_entity);
-        if got == self.want {
+        if &got == want {
             Ok(ServerCertVerified::assertion())
+        } else if !self.announced {
+            Err(Error::General(format!(
+                "the server presented certificate {got}, not the pinned {want}"
+            )))
         } else {
             Err(Error::General(format!(
                 "the server's data path presented certificate {got}, not {} as its session \
                  announced: something between the hosts answered for it",
-                self.want
+                want
             )))
         }
     }

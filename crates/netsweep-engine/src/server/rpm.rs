@@ -1,0 +1,168 @@
+//! `serve --rpm`: the responsiveness port ([`netsweep_rpm::server`]) under the server's rules.
+//! A responsiveness client opens many connections — up to 16 loading the path and a new one
+//! per foreign probe, dozens a second — so a *client address* is the session: its first
+//! connection whose TLS handshake completes is admitted by the same admission as every
+//! netsweep session and iperf3 test (`--max-sessions`, `--max-sessions-per-ip`, the budget,
+//! `--allow-from`), its later ones join it up to [`MAX_CONNECTIONS_PER_SESSION`] at once, and
+//! the session (its slots, its reservation) ends when its last connection closes. Each
+//! connection lasts at most `--max-duration`.
+
+use super::admission::{Admission, Admitted};
+use super::budget::{Cost, Reservation};
+use super::log::{log, Event};
+use super::metrics::Protocol;
+use super::{client_key, ServeOptions};
+use netsweep_rpm::server::{self as http, Counters, ServerOptions};
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+
+/// Most connections one client address may hold open at once: 16 loading, and the foreign
+/// probes' — which some clients (Cloudflare's mach) leave open for a while after their GET: it
+/// held more than 64 at once against loopback.
+pub const MAX_CONNECTIONS_PER_SESSION: usize = 256;
+
+/// What a responsiveness session may hold: each connection's HTTP/2 and TLS buffers (a probe's
+/// a few KiB, a loaded one's up to its windows; 256 KiB each on average allowed) and its socket.
+pub const SESSION_COST: Cost = Cost {
+    memory: MAX_CONNECTIONS_PER_SESSION as u64 * (256 << 10),
+    threads: 0,
+    fds: MAX_CONNECTIONS_PER_SESSION as u64,
+};
+
+/// One client address's session: its admission slots and budget, held while any of its
+/// connections is open.
+struct Session {
+    _admitted: Admitted,
+    _reservation: Reservation,
+    number: u64,
+    peer: SocketAddr,
+    connections: AtomicUsize,
+    opts: Arc<ServeOptions>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.opts.count_end(Protocol::Rpm, true);
+        if self.opts.verbose {
+            log(
+                self.opts.log_format,
+                Event::SessionEnd,
+                Some(self.number),
+                Some(self.peer),
+                None,
+            );
+        }
+    }
+}
+
+/// A connection's hold on its session.
+struct Joined(Arc<Session>);
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The live sessions by client key.
+#[derive(Default)]
+struct Sessions(Mutex<HashMap<IpAddr, Weak<Session>>>);
+
+/// Starts the responsiveness port's thread; it stops with `stop`.
+pub(super) fn spawn(
+    listener: TcpListener,
+    tls: http::TlsConfig,
+    admission: Arc<Admission>,
+    opts: Arc<ServeOptions>,
+    numbers: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<thread::JoinHandle<()>> {
+    let sessions = Arc::new(Sessions::default());
+    let o = opts.clone();
+    let admit: http::Admit = Arc::new(move |peer: SocketAddr| {
+        if !o.admits_address(peer, Protocol::Rpm) {
+            return Err("the address is not in the server's --allow-from".to_string());
+        }
+        join(peer, &sessions, &admission, &o, &numbers).map(|j| Box::new(j) as http::Admitted)
+    });
+    let server = ServerOptions {
+        tls,
+        max_connection: opts.limits.max_session,
+        handshake_timeout: opts.limits.handshake_timeout,
+        admit,
+    };
+    thread::Builder::new()
+        .name("netsweep-rpm".into())
+        .spawn(move || {
+            if let Err(e) = http::serve(listener, server, Arc::new(Counters::default()), stop) {
+                let m = format!("the rpm port stopped: {e}");
+                log(opts.log_format, Event::Error, None, None, Some(&m));
+            }
+        })
+}
+
+/// Joins `peer`'s session, or admits a new one for it; or says why not (the reason its
+/// client is shown, and logged).
+fn join(
+    peer: SocketAddr,
+    sessions: &Sessions,
+    admission: &Admission,
+    opts: &Arc<ServeOptions>,
+    numbers: &AtomicU64,
+) -> Result<Joined, String> {
+    let key = client_key(peer.ip());
+    let mut map = sessions.0.lock().unwrap_or_else(|p| p.into_inner());
+    map.retain(|_, w| w.strong_count() > 0);
+    let refuse = |why: String| {
+        opts.count(Protocol::Rpm, Event::Refused);
+        if opts.verbose {
+            log(
+                opts.log_format,
+                Event::Refused,
+                None,
+                Some(peer),
+                Some(&format!("rpm port: {why}")),
+            );
+        }
+        Err(why)
+    };
+    if let Some(s) = map.get(&key).and_then(Weak::upgrade) {
+        if s.connections.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS_PER_SESSION {
+            s.connections.fetch_sub(1, Ordering::SeqCst);
+            return refuse(format!(
+                "{key} holds {MAX_CONNECTIONS_PER_SESSION} responsiveness connections, the most \
+                 one client may; close some"
+            ));
+        }
+        return Ok(Joined(s));
+    }
+    let (admitted, reservation) = match admission.admit(peer.ip(), SESSION_COST) {
+        Ok(a) => a,
+        Err(why) => return refuse(why),
+    };
+    let number = numbers.fetch_add(1, Ordering::SeqCst) + 1;
+    opts.count(Protocol::Rpm, Event::SessionStart);
+    if opts.verbose {
+        log(
+            opts.log_format,
+            Event::SessionStart,
+            Some(number),
+            Some(peer),
+            Some("rpm: a responsiveness client"),
+        );
+    }
+    let s = Arc::new(Session {
+        _admitted: admitted,
+        _reservation: reservation,
+        number,
+        peer,
+        connections: AtomicUsize::new(1),
+        opts: opts.clone(),
+    });
+    map.insert(key, Arc::downgrade(&s));
+    Ok(Joined(s))
+}
