@@ -53,8 +53,17 @@ pub struct RpmArgs {
     pub output: Option<String>,
 
     /// Print the results as JSON on stdout instead of the table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "openmetrics")]
     pub json: bool,
+
+    /// Print the results as OpenMetrics on stdout instead of the table (what the exporter's
+    /// pattern=rpm probe answers with).
+    #[arg(long)]
+    pub openmetrics: bool,
+
+    /// Do not save netsweep-results/<timestamp>-rpm.json.
+    #[arg(long, conflicts_with = "output")]
+    pub no_save: bool,
 
     /// Print nothing but errors (the file is still written); no progress lines.
     #[arg(short, long)]

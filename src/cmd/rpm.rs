@@ -48,28 +48,36 @@ pub fn main(a: RpmArgs) -> Result {
         tls,
         trust: trust.label(),
         timeout: a.timeout,
-        progress: !a.quiet,
+        progress: !a.quiet && !a.openmetrics,
         download: !a.upload_only,
         upload: !a.download_only,
     };
     let now = SystemTime::now();
     let r = client::run(&a.target, &opts).map_err(Error::failed)?;
-    let path = a.output.map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from("netsweep-results").join(format!("{}-rpm.json", time::compact(now)))
-    });
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
-    }
     let json = serde_json::to_string_pretty(&r).expect("results serialise");
-    write_atomic(&path, &json)
-        .map_err(|e| Error::failed(format!("cannot write {}: {e}", path.display())))?;
-    if !a.quiet {
+    let path = (!a.no_save).then(|| {
+        a.output.map(PathBuf::from).unwrap_or_else(|| {
+            PathBuf::from("netsweep-results").join(format!("{}-rpm.json", time::compact(now)))
+        })
+    });
+    if let Some(path) = &path {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        write_atomic(path, &json)
+            .map_err(|e| Error::failed(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if a.openmetrics {
+        print!("{}", r.openmetrics());
+    } else if !a.quiet {
         if a.json {
             println!("{json}");
         } else {
             print!("{}", r.render());
-            println!("results: {}", path.display());
+            if let Some(path) = &path {
+                println!("results: {}", path.display());
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

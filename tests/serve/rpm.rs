@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A `netsweep serve --rpm` on loopback: the process, its rpm address and certificate.
 struct Serve {
@@ -266,5 +266,51 @@ fn rpm_measures_nginx_set_up_as_documented_and_counts_what_nginx_logged() {
     assert!(
         (0.90..=1.05).contains(&ru),
         "upload: client {up}, nginx {received}"
+    );
+}
+
+#[test]
+fn the_exporter_probes_responsiveness_within_its_scrape() {
+    let s = serve(&[]);
+    let (_e, at) = crate::exporter::exporter(&[]);
+    let q = format!(
+        "/probe?target={}&pattern=rpm&tls_pin={}",
+        s.rpm, s.fingerprint
+    );
+    // 7 s: 6.5 s less 1 s of setup, 2.75 s a direction.
+    let t0 = Instant::now();
+    let (code, body) =
+        crate::exporter::get_with(&at, &q, "X-Prometheus-Scrape-Timeout-Seconds: 7\r\n");
+    assert!(t0.elapsed() < Duration::from_secs(7), "{:?}", t0.elapsed());
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("netsweep_probe_success 1"), "{body}");
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    for d in ["download", "upload"] {
+        let line = body
+            .lines()
+            .find(|l| l.starts_with(&format!("netsweep_rpm{{direction=\"{d}\"}}")))
+            .unwrap_or_else(|| panic!("no {d} RPM in {body}"));
+        let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(v > 0.0, "{line}");
+        assert!(
+            body.contains(&format!(
+                "netsweep_rpm_goodput_bits_per_second{{direction=\"{d}\"}}"
+            )),
+            "{body}"
+        );
+    }
+    // Too short a scrape for two directions: refused before anything runs, with the
+    // timeout it needs; a parameter the test does not take, by name.
+    let (_, body) =
+        crate::exporter::get_with(&at, &q, "X-Prometheus-Scrape-Timeout-Seconds: 4\r\n");
+    assert!(
+        body.contains("netsweep_probe_success 0") && body.contains("raise scrape_timeout"),
+        "{body}"
+    );
+    let (code, body) = crate::exporter::get(&at, &format!("{q}&size=1k"));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("size: not a parameter of pattern=rpm"),
+        "{body}"
     );
 }

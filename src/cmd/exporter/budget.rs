@@ -9,6 +9,8 @@ use std::time::Duration;
 
 /// Prometheus' default scrape timeout, taken when a request does not say its own.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The shortest direction of a responsiveness probe: eight intervals of 250 ms.
+pub const RPM_MIN_DIRECTION: Duration = Duration::from_secs(2);
 /// The shortest point a probe measures.
 pub const MIN_POINT: Duration = Duration::from_millis(100);
 
@@ -43,7 +45,10 @@ fn margin(timeout: Duration) -> Duration {
 /// What the run needs beside its point: connecting, the session's setup and warm-up, and
 /// printing; an iperf3 probe, at least two iperf3 tests of a second each and their setup.
 fn setup(p: &Probe, deadline: Duration) -> Duration {
-    if p.iperf3 {
+    if p.pattern == "rpm" {
+        // The configuration document and ten idle probes, and the runtime's start.
+        Duration::from_millis(1000)
+    } else if p.iperf3 {
         Duration::from_millis(2500)
     } else {
         (deadline / 4).clamp(Duration::from_millis(200), Duration::from_secs(2))
@@ -63,6 +68,28 @@ pub fn fit(p: &Probe, timeout: Duration) -> Result<Fit, String> {
             deadline.as_secs_f64(),
             (setup + MIN_POINT + margin(timeout)).as_secs_f64()
         ));
+    }
+    if p.pattern == "rpm" {
+        // Two directions, each at least eight intervals of 250 ms (goodput, then
+        // responsiveness, judged over four each).
+        let each = p.duration.min(room / 2);
+        if each < RPM_MIN_DIRECTION {
+            return Err(format!(
+                "a scrape timeout of {:.3} s leaves {:.3} s for each direction of the \
+                 responsiveness test; it needs {:.3} s a direction (raise scrape_timeout to \
+                 {:.1} s at least)",
+                timeout.as_secs_f64(),
+                each.as_secs_f64(),
+                RPM_MIN_DIRECTION.as_secs_f64(),
+                (setup + RPM_MIN_DIRECTION * 2 + margin(timeout)).as_secs_f64() + 0.1
+            ));
+        }
+        return Ok(Fit {
+            timeout,
+            deadline,
+            point: each,
+            peer_timeout: deadline.min(Duration::from_secs(5)),
+        });
     }
     Ok(Fit {
         timeout,
@@ -111,5 +138,17 @@ mod tests {
         let e = fit(&probe("target=h"), Duration::from_millis(300)).unwrap_err();
         assert!(e.contains("raise scrape_timeout"), "{e}");
         assert!(fit(&probe("target=iperf3://h"), Duration::from_secs(2)).is_err());
+    }
+
+    #[test]
+    fn a_responsiveness_probe_gets_half_of_what_is_left_a_direction() {
+        // 10 s: 9.5 s less 1 s of setup, 4.25 s a direction; the exporter's --max-duration
+        // (10 s here) is the default duration, cut to fit.
+        let f = fit(&probe("target=h&pattern=rpm"), DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(f.point, Duration::from_millis(4250));
+        assert!(f.point * 2 + Duration::from_secs(1) <= f.deadline, "{f:?}");
+        // 5 s: 4.5 s less 1 s, 1.75 s a direction: refused, naming the timeout it needs.
+        let e = fit(&probe("target=h&pattern=rpm"), Duration::from_secs(5)).unwrap_err();
+        assert!(e.contains("raise scrape_timeout to 5.6"), "{e}");
     }
 }

@@ -1,7 +1,8 @@
 //! A `/probe` request of `netsweep exporter`, validated: its query string (percent-decoded)
 //! parsed into a [`Probe`] — the target (a `netsweep serve`, or an iperf3 server as
-//! `iperf3://HOST[:PORT]`), transport, pattern, size, duration and direction, each within the
-//! exporter's bounds — and the `netsweep run` arguments that measure it. Pure: a function of
+//! `iperf3://HOST[:PORT]`), transport, pattern (`rpm`: the responsiveness test), size, duration
+//! and direction, each within the exporter's bounds — and the `netsweep run` (or `netsweep
+//! rpm`) arguments that measure it. Pure: a function of
 //! the text, so a fuzz target reaches it; every refusal names the parameter and its range.
 
 use std::time::Duration;
@@ -26,7 +27,8 @@ pub struct Probe {
     pub iperf3: bool,
     /// `tcp` or `udp`.
     pub transport: &'static str,
-    /// `pingpong`, `stream` or `bidir`.
+    /// `pingpong`, `stream`, `bidir`, or `rpm` (the responsiveness test against a `serve
+    /// --rpm`: `netsweep rpm`).
     pub pattern: &'static str,
     /// Message size in bytes.
     pub size: u64,
@@ -48,7 +50,15 @@ pub struct Probe {
     /// The most each end sends (`bitrate`, iperf3_exporter's name; `--pacing-rate`), bits
     /// per second: TCP probes of a netsweep server only.
     pub bitrate_bps: Option<u64>,
+    /// pattern=rpm: the server certificate's fingerprint (`tls_pin`), or any (`insecure`);
+    /// neither: the system's roots.
+    pub tls_pin: Option<String>,
+    /// See `tls_pin`.
+    pub insecure: bool,
 }
+
+/// The parameters a responsiveness probe (pattern=rpm) does not take.
+const NOT_RPM: &str = "transport size reverse min_trials precision parallel bitrate";
 
 /// The most connections one probe opens (`parallel`).
 pub const MAX_PARALLEL: u32 = 32;
@@ -190,6 +200,8 @@ impl Probe {
             peer_timeout: Duration::from_secs(5),
             parallel: 1,
             bitrate_bps: None,
+            tls_pin: None,
+            insecure: false,
         };
         let (mut port, mut size, mut target) = (None, None, None);
         let mut seen: Vec<&str> = Vec::new();
@@ -224,7 +236,8 @@ impl Probe {
                         "pingpong" => "pingpong",
                         "stream" => "stream",
                         "bidir" => "bidir",
-                        _ => return Err("pattern: pingpong, stream or bidir".into()),
+                        "rpm" => "rpm",
+                        _ => return Err("pattern: pingpong, stream, bidir or rpm".into()),
                     }
                 }
                 "size" => {
@@ -268,11 +281,25 @@ impl Probe {
                         .ok_or(format!("parallel: 1..={MAX_PARALLEL}"))?
                 }
                 "bitrate" => p.bitrate_bps = Some(bitrate(&v)?),
+                "tls_pin" => {
+                    p.tls_pin = Some(
+                        netsweep_transport::tls::identity::parse_pin(&v)
+                            .map_err(|e| format!("tls_pin: {e}"))?,
+                    )
+                }
+                "insecure" => {
+                    p.insecure = match v.as_str() {
+                        "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" | "" => false,
+                        _ => return Err("insecure: true or false".into()),
+                    }
+                }
                 _ => {
                     let shown: String = k.chars().take(32).filter(|c| !c.is_control()).collect();
                     return Err(format!(
                         "unknown parameter {shown:?}: target, port, transport, pattern, size, \
-                         duration, reverse, min_trials, precision, parallel, bitrate"
+                         duration, reverse, min_trials, precision, parallel, bitrate, tls_pin, \
+                         insecure"
                     ));
                 }
             }
@@ -296,7 +323,33 @@ impl Probe {
         let (host, tport) = host_port(&t)?;
         p.host = host;
         p.iperf3 = iperf3;
-        p.port = port.or(tport).unwrap_or(if iperf3 { 5201 } else { 7200 });
+        let rpm = p.pattern == "rpm";
+        let default_port = match (iperf3, rpm) {
+            (true, _) => 5201,
+            (false, true) => netsweep_rpm::config::DEFAULT_PORT,
+            (false, false) => 7200,
+        };
+        p.port = port.or(tport).unwrap_or(default_port);
+        if rpm {
+            if iperf3 {
+                return Err("pattern=rpm: an iperf3 server has no responsiveness test".into());
+            }
+            if let Some(k) = NOT_RPM.split(' ').find(|k| seen.contains(k)) {
+                return Err(format!(
+                    "{k}: not a parameter of pattern=rpm (the draft's test chooses its own load)"
+                ));
+            }
+            if p.tls_pin.is_some() && p.insecure {
+                return Err("tls_pin and insecure: give one".into());
+            }
+            if !seen.contains(&"duration") {
+                // As long as the scrape allows (the fit cuts it): the test ends earlier once
+                // goodput and responsiveness are stable.
+                p.duration = limits.max_duration;
+            }
+        } else if p.tls_pin.is_some() || p.insecure {
+            return Err("tls_pin, insecure: for pattern=rpm".into());
+        }
         if p.pattern.is_empty() {
             p.pattern = if iperf3 { "stream" } else { "bidir" };
         }
@@ -347,9 +400,30 @@ impl Probe {
         format!("{scheme}{}:{}", self.host, self.port)
     }
 
-    /// The `netsweep run` arguments that measure this probe and print OpenMetrics.
+    /// The `netsweep run` (or `netsweep rpm`) arguments that measure this probe and print
+    /// OpenMetrics.
     pub fn run_args(&self) -> Vec<String> {
         let d = self.duration;
+        if self.pattern == "rpm" {
+            let mut a: Vec<String> = vec![
+                "rpm".into(),
+                self.target(),
+                "--interval".into(),
+                "250ms".into(),
+                "--max-time".into(),
+                format!("{}ms", d.as_millis()),
+                "--timeout".into(),
+                format!("{}ms", self.peer_timeout.as_millis()),
+                "--openmetrics".into(),
+                "--no-save".into(),
+            ];
+            match (&self.tls_pin, self.insecure) {
+                (Some(fp), _) => a.extend(["--tls-pin".into(), fp.clone()]),
+                (None, true) => a.push("--insecure".into()),
+                (None, false) => {}
+            }
+            return a;
+        }
         let mut a: Vec<String> = vec![
             "run".into(),
             self.target(),

@@ -173,3 +173,88 @@ impl RpmResult {
         s
     }
 }
+
+impl RpmResult {
+    /// The OpenMetrics exposition `netsweep rpm --openmetrics` prints (and the exporter's
+    /// `pattern=rpm` probe answers with): per direction the RPM, its interval, whether it was
+    /// stable, the goodput and the loaded round trip; the idle round trip; then `# EOF`.
+    pub fn openmetrics(&self) -> String {
+        let mut s = String::new();
+        let fam = |s: &mut String, name: &str, unit: Option<&str>, help: &str| {
+            let _ = writeln!(s, "# TYPE {name} gauge");
+            if let Some(u) = unit {
+                let _ = writeln!(s, "# UNIT {name} {u}");
+            }
+            let _ = writeln!(s, "# HELP {name} {help}");
+        };
+        let each = |s: &mut String, f: &dyn Fn(&Direction) -> Option<f64>, name: &str| {
+            for d in &self.directions {
+                if let Some(v) = f(d) {
+                    let _ = writeln!(s, "{name}{{direction=\"{}\"}} {v}", d.direction);
+                }
+            }
+        };
+        fam(&mut s, "netsweep_rpm", None, "Responsiveness under working conditions, round trips per minute (draft-ietf-ippm-responsiveness-09), the last window's.");
+        each(&mut s, &|d| d.responsiveness.map(|r| r.rpm), "netsweep_rpm");
+        fam(
+            &mut s,
+            "netsweep_rpm_ci95_low",
+            None,
+            "The lower end of the RPM's 95 % bootstrap interval over the window's probes.",
+        );
+        each(
+            &mut s,
+            &|d| d.rpm_interval95.map(|i| i.0),
+            "netsweep_rpm_ci95_low",
+        );
+        fam(
+            &mut s,
+            "netsweep_rpm_ci95_high",
+            None,
+            "The upper end of the RPM's 95 % bootstrap interval.",
+        );
+        each(
+            &mut s,
+            &|d| d.rpm_interval95.map(|i| i.1),
+            "netsweep_rpm_ci95_high",
+        );
+        fam(&mut s, "netsweep_rpm_stable", None, "1 when goodput and responsiveness were both stable, 0 when the test ran out of time first.");
+        each(
+            &mut s,
+            &|d| Some(f64::from(u8::from(d.outcome == "stable"))),
+            "netsweep_rpm_stable",
+        );
+        fam(
+            &mut s,
+            "netsweep_rpm_goodput_bits_per_second",
+            None,
+            "The last moving average of the load-generating connections' aggregate goodput.",
+        );
+        each(
+            &mut s,
+            &|d| Some(d.goodput_bps),
+            "netsweep_rpm_goodput_bits_per_second",
+        );
+        fam(
+            &mut s,
+            "netsweep_rpm_loaded_latency_seconds",
+            Some("seconds"),
+            "The self probes' trimmed mean: a GET beside the load on a loaded connection.",
+        );
+        each(
+            &mut s,
+            &|d| d.responsiveness.map(|r| r.http_loaded_ms / 1e3),
+            "netsweep_rpm_loaded_latency_seconds",
+        );
+        if let Some(i) = &self.idle {
+            fam(&mut s, "netsweep_rpm_idle_latency_seconds", Some("seconds"), "The idle path's foreign probes: the mean of the TCP, TLS and GET phases' trimmed means.");
+            let _ = writeln!(
+                s,
+                "netsweep_rpm_idle_latency_seconds {}",
+                (i.tcp_ms + i.tls_ms + i.http_ms) / 3e3
+            );
+        }
+        s.push_str("# EOF\n");
+        s
+    }
+}
