@@ -55,7 +55,6 @@ const RULES: &[(&str, &[&str])] = &[
             "netsweep-iperf3",
             "netsweep-model",
             "netsweep-proto",
-            "netsweep-rpm",
             "netsweep-tool",
         ],
     ),

@@ -7,6 +7,7 @@ use crate::cli::{AllowArg, LogFormatArg, ServeArgs};
 use crate::error::{Error, Result};
 use crate::signal;
 use netsweep_engine::server::budget::bytes;
+use netsweep_engine::server::rpm::{RpmLimits, RpmServer};
 use netsweep_engine::server::{
     default_max_sessions, iperf3, listen, serve_with, HostLimits, LogFormat, Policy, Ports,
     ServeOptions, ServerLimits, DEFAULT_MAX_SESSIONS_PER_IP, DEFAULT_SESSION_MEMORY,
@@ -231,9 +232,20 @@ pub fn main(a: ServeArgs) -> Result {
         allow_from: a.allow_from,
         metrics: metrics.map(|(m, _)| m),
     };
+    let rpm_tls = tls.config.clone();
     let ports = Ports {
         iperf3,
-        rpm: rpm.map(|l| (l, tls.config.clone())),
+        rpm: rpm.map(|l| -> RpmServer {
+            Box::new(move |admit, limits: RpmLimits, stop| {
+                let opts = netsweep_rpm::server::ServerOptions {
+                    tls: rpm_tls,
+                    max_connection: limits.max_connection,
+                    handshake_timeout: limits.handshake_timeout,
+                    admit,
+                };
+                netsweep_rpm::server::serve(l, opts, Default::default(), stop)
+            })
+        }),
     };
     serve_with(listener, ports, Arc::new(Registry), opts, stop)
         .map(|()| ExitCode::SUCCESS)

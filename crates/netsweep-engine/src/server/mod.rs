@@ -15,7 +15,7 @@ pub mod listen;
 mod log;
 pub mod metrics;
 pub mod plan;
-mod rpm;
+pub mod rpm;
 mod session;
 
 pub use admission::client_key;
@@ -234,13 +234,22 @@ pub fn serve(
 }
 
 /// The server's ports beside its control port: iperf3's (`--iperf3`) and the responsiveness
-/// port (`--rpm`: its listener and the TLS configuration it presents).
-#[derive(Debug, Default)]
+/// port (`--rpm`: the caller's HTTP server, which this admission admits for).
+#[derive(Default)]
 pub struct Ports {
     /// `--iperf3`.
     pub iperf3: Option<iperf3::Listeners>,
     /// `--rpm`.
-    pub rpm: Option<(TcpListener, netsweep_rpm::server::TlsConfig)>,
+    pub rpm: Option<rpm::RpmServer>,
+}
+
+impl std::fmt::Debug for Ports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ports")
+            .field("iperf3", &self.iperf3)
+            .field("rpm", &self.rpm.is_some())
+            .finish()
+    }
 }
 
 /// [`serve`], and its other ports: iperf3 clients' ([`iperf3`]) and responsiveness clients'
@@ -271,10 +280,9 @@ pub fn serve_with(
     let opts = Arc::new(opts);
     let mut threads: Vec<thread::JoinHandle<()>> = Vec::new();
     let numbers = Arc::new(AtomicU64::new(0));
-    if let Some((l, tls)) = ports.rpm {
+    if let Some(server) = ports.rpm {
         threads.push(rpm::spawn(
-            l,
-            tls,
+            server,
             admission.clone(),
             opts.clone(),
             numbers.clone(),

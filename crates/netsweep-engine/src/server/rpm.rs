@@ -1,4 +1,7 @@
-//! `serve --rpm`: the responsiveness port ([`netsweep_rpm::server`]) under the server's rules.
+//! `serve --rpm`: the responsiveness port under the server's rules. The HTTP server itself
+//! (netsweep-rpm, on tokio and hyper) is the caller's, handed in as an [`RpmServer`], so that
+//! this crate and everything built on it (the fuzz targets) stay free of an async runtime;
+//! this module is its admission.
 //! A responsiveness client opens many connections — up to 16 loading the path and a new one
 //! per foreign probe, dozens a second — so a *client address* is the session: its first
 //! connection whose TLS handshake completes is admitted by the same admission as every
@@ -7,18 +10,36 @@
 //! the session (its slots, its reservation) ends when its last connection closes. Each
 //! connection lasts at most `--max-duration`.
 
-use super::admission::{Admission, Admitted};
+use super::admission::{self, Admission};
 use super::budget::{Cost, Reservation};
 use super::log::{log, Event};
 use super::metrics::Protocol;
 use super::{client_key, ServeOptions};
-use netsweep_rpm::server::{self as http, Counters, ServerOptions};
+use std::any::Any;
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread;
+use std::time::Duration;
+
+/// What an admitted connection holds until it closes.
+pub type Admitted = Box<dyn Any + Send + Sync>;
+/// The admission a responsiveness server asks for each connection whose TLS handshake is
+/// done: a slot, or the reason it is refused (which the client is shown).
+pub type Admit = Arc<dyn Fn(SocketAddr) -> Result<Admitted, String> + Send + Sync>;
+/// The responsiveness port's server: serves with `Admit` and the limits until the flag is set.
+pub type RpmServer = Box<dyn FnOnce(Admit, RpmLimits, Arc<AtomicBool>) -> io::Result<()> + Send>;
+
+/// The server's limits as they apply to a responsiveness connection.
+#[derive(Debug, Clone, Copy)]
+pub struct RpmLimits {
+    /// The longest one connection may last (`--max-duration`).
+    pub max_connection: Duration,
+    /// How long a connection may take to finish its TLS handshake.
+    pub handshake_timeout: Duration,
+}
 
 /// Most connections one client address may hold open at once: 16 loading, and the foreign
 /// probes' — which some clients (Cloudflare's mach) leave open for a while after their GET: it
@@ -36,7 +57,7 @@ pub const SESSION_COST: Cost = Cost {
 /// One client address's session: its admission slots and budget, held while any of its
 /// connections is open.
 struct Session {
-    _admitted: Admitted,
+    _admitted: admission::Admitted,
     _reservation: Reservation,
     number: u64,
     peer: SocketAddr,
@@ -74,8 +95,7 @@ struct Sessions(Mutex<HashMap<IpAddr, Weak<Session>>>);
 
 /// Starts the responsiveness port's thread; it stops with `stop`.
 pub(super) fn spawn(
-    listener: TcpListener,
-    tls: http::TlsConfig,
+    server: RpmServer,
     admission: Arc<Admission>,
     opts: Arc<ServeOptions>,
     numbers: Arc<AtomicU64>,
@@ -83,22 +103,20 @@ pub(super) fn spawn(
 ) -> io::Result<thread::JoinHandle<()>> {
     let sessions = Arc::new(Sessions::default());
     let o = opts.clone();
-    let admit: http::Admit = Arc::new(move |peer: SocketAddr| {
+    let admit: Admit = Arc::new(move |peer: SocketAddr| {
         if !o.admits_address(peer, Protocol::Rpm) {
             return Err("the address is not in the server's --allow-from".to_string());
         }
-        join(peer, &sessions, &admission, &o, &numbers).map(|j| Box::new(j) as http::Admitted)
+        join(peer, &sessions, &admission, &o, &numbers).map(|j| Box::new(j) as Admitted)
     });
-    let server = ServerOptions {
-        tls,
+    let limits = RpmLimits {
         max_connection: opts.limits.max_session,
         handshake_timeout: opts.limits.handshake_timeout,
-        admit,
     };
     thread::Builder::new()
         .name("netsweep-rpm".into())
         .spawn(move || {
-            if let Err(e) = http::serve(listener, server, Arc::new(Counters::default()), stop) {
+            if let Err(e) = server(admit, limits, stop) {
                 let m = format!("the rpm port stopped: {e}");
                 log(opts.log_format, Event::Error, None, None, Some(&m));
             }
