@@ -14,6 +14,7 @@ mod one_way;
 mod paths;
 mod probe_shaped;
 mod rate_lab;
+mod rpm_lab;
 mod scenarios;
 mod seeds;
 mod send_errors;

@@ -151,7 +151,8 @@ pub fn serve(
                 let mut b = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 b.http2()
                     .adaptive_window(true)
-                    .max_concurrent_streams(128)
+                    .max_concurrent_streams(32)
+                    .max_send_buf_size(64 << 10)
                     .max_header_list_size(16 << 10);
                 b.http1().max_buf_size(64 << 10);
                 let conn = b.serve_connection(TokioIo::new(tls), service);
