@@ -439,9 +439,11 @@ fn bidir_streams_sum_to_the_shapers_arithmetic_each_way() {
     };
     count_tcp_out(&lab, "client");
     count_tcp_out(&lab, "server");
-    let theirs = {
+    let (theirs, their_busy) = {
         let _t = iperf3_s_in(&lab, &ip);
-        sums(&client_in(&lab, &ip, &args))
+        let cpu = netsweep_testkit::lab::idle::CpuWindow::start();
+        let sums = sums(&client_in(&lab, &ip, &args));
+        (sums, cpu.finish())
     };
     let _s = serve(&lab, &ip, &dir, &[]);
     // The counters start with netsweep's test.
@@ -459,10 +461,23 @@ fn bidir_streams_sum_to_the_shapers_arithmetic_each_way() {
          {down:.2}); {:.2} up, {:.2} down from iperf3 -s",
         ours.0, ours.1, theirs.0, theirs.1
     );
+    // Against iperf3 -s, measured just before: within 4% when both tests had an idle
+    // machine; a busy one moves the two 6 s tests apart (a full ./run-tests on a noisy host
+    // read 35.15 up from netsweep and 40.26 from iperf3 -s, both far under the 47.10 of the
+    // arithmetic), so then only within 25%: a server that moved much less still fails.
+    let both_idle = busy.idle_enough() && their_busy.idle_enough();
     for (what, got, them) in [("up", ours.0, theirs.0), ("down", ours.1, theirs.1)] {
+        let tolerance = if both_idle { 0.04 } else { 0.25 };
         assert!(
-            (got / them - 1.0).abs() < 0.04,
-            "-P 4 --bidir {what}: {got:.2} Mbit/s from netsweep vs {them:.2} from iperf3 -s"
+            (got / them - 1.0).abs() < tolerance,
+            "-P 4 --bidir {what}: {got:.2} Mbit/s from netsweep vs {them:.2} from iperf3 -s \
+             (within {:.0}%: {})",
+            tolerance * 100.0,
+            if both_idle {
+                "both idle".to_string()
+            } else {
+                format!("ours: {busy}; theirs: {their_busy}")
+            }
         );
     }
     // Both directions together within 3% of the two links' arithmetic; each direction within

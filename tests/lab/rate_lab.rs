@@ -103,9 +103,16 @@ fn a_rate_sweep_across_a_shaped_link_finds_the_knee_at_the_shaped_rate() {
             );
             assert_eq!(r["lost"], 0, "{r}");
             if offered <= 0.8 * CAPACITY {
-                // Near the unloaded round trip: the median waits behind less than one request.
+                // Near the unloaded round trip: the median waits behind less than one request,
+                // and behind those a late sender sends at once (a full ./run-tests on a noisy
+                // host read p50 2.48 ms against 0.68 at 800/s: 1.4 requests queued).
                 let queued = (p50(p) - base) / 1e9 * offered;
-                assert!(queued < 1.0, "{offered}/s: p50 {} vs {base}", p50(p));
+                assert!(
+                    queued < 1.0 + late_s * offered,
+                    "{offered}/s: p50 {} vs {base}, the sender at worst {:.1} ms late",
+                    p50(p),
+                    late_s * 1e3
+                );
             }
         } else if offered >= 1.2 * CAPACITY {
             // The queue fills: latency grows well past the unloaded round trip, the link's

@@ -118,6 +118,11 @@ pub fn serve(
             tokio::spawn(async move {
                 let _slot = slot;
                 let _ = sock::tune(&s);
+                // The document's fallback authority: the address this connection came to.
+                let here = s.local_addr().map_or_else(
+                    |_| "localhost".to_string(),
+                    |a| SocketAddr::new(a.ip().to_canonical(), a.port()).to_string(),
+                );
                 let Ok(Ok(tls)) =
                     tokio::time::timeout(opts.handshake_timeout, acceptor.accept(s)).await
                 else {
@@ -132,7 +137,7 @@ pub fn serve(
                 counted.fetch_add(1, Ordering::Relaxed);
                 let until = Instant::now() + opts.max_connection;
                 let refusal: Option<Arc<str>> = admitted.as_ref().err().map(|e| e.as_str().into());
-                let authority_default: Arc<str> = format!("{}", peer).into();
+                let authority_default: Arc<str> = here.into();
                 let c2 = counters.clone();
                 let service = hyper::service::service_fn(move |req| {
                     let refusal = refusal.clone();
@@ -165,6 +170,20 @@ pub fn serve(
 
 type Reply = Response<BoxBody<Bytes, io::Error>>;
 
+/// The authority the document's URLs name: HTTP/2's `:authority` or HTTP/1.1's `Host` as the
+/// client sent it, if it is a plausible `host[:port]` (under 256 bytes, no `/`, quote,
+/// backslash or space: it is written into JSON and URLs), else the address it came to.
+fn authority_of(authority: Option<&str>, host: Option<&str>, fallback: &str) -> String {
+    authority
+        .or(host)
+        .filter(|a| !a.is_empty() && a.len() < 256)
+        .filter(|a| {
+            !a.contains(['/', '"', '\\', ' ', '?', '#', '@']) && !a.chars().any(char::is_control)
+        })
+        .unwrap_or(fallback)
+        .to_string()
+}
+
 fn text(status: StatusCode, body: String) -> Reply {
     Response::builder()
         .status(status)
@@ -185,18 +204,13 @@ async fn route(
         (&Method::GET, WELL_KNOWN) => {
             // The name the client used (HTTP/2's :authority, HTTP/1.1's Host), so that the
             // URLs it is given reach this server the way it did.
-            let authority = req
-                .uri()
-                .authority()
-                .map(|a| a.to_string())
-                .or_else(|| {
-                    req.headers()
-                        .get(http::header::HOST)
-                        .and_then(|h| h.to_str().ok())
-                        .map(str::to_string)
-                })
-                .filter(|a| a.len() < 256 && !a.contains(['/', '"', '\\']))
-                .unwrap_or_else(|| fallback.to_string());
+            let authority = authority_of(
+                req.uri().authority().map(|a| a.as_str()),
+                req.headers()
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok()),
+                fallback,
+            );
             let doc = serde_json::to_string(&Document::for_authority(&authority))
                 .expect("the document serialises");
             Response::builder()
@@ -249,5 +263,41 @@ async fn route(
             StatusCode::NOT_FOUND,
             format!("netsweep serve --rpm answers {WELL_KNOWN}, {SMALL}, {LARGE} and {UPLOAD}\n"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hostile_authority_never_reaches_the_document() {
+        let f = "198.18.0.1:4043";
+        assert_eq!(authority_of(Some("h:1"), Some("x"), f), "h:1");
+        assert_eq!(authority_of(None, Some("[::1]:4043"), f), "[::1]:4043");
+        let long = "a".repeat(300);
+        for bad in [
+            "evil\",\"x",
+            "a/b",
+            "a b",
+            "u@h",
+            "h?q",
+            "h#f",
+            "",
+            long.as_str(),
+            "h\u{7}",
+        ] {
+            assert_eq!(authority_of(Some(bad), None, f), f, "{bad:?}");
+        }
+        // What the client is given still parses as the draft's document.
+        let doc = Document::for_authority(&authority_of(Some("h\"q"), None, f));
+        let text = serde_json::to_vec(&doc).unwrap();
+        assert_eq!(
+            Document::parse(&text)
+                .unwrap()
+                .urls
+                .small_https_download_url,
+            "https://198.18.0.1:4043/small"
+        );
     }
 }

@@ -184,3 +184,60 @@ fn join(
     map.insert(key, Arc::downgrade(&s));
     Ok(Joined(s))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn admission(limit: usize, per_ip: usize) -> Admission {
+        Admission {
+            live: Arc::new(AtomicUsize::new(0)),
+            admitted: AtomicU64::new(0),
+            limit,
+            per_ip,
+            by_ip: Arc::new(std::sync::Mutex::new(HashMap::new())),
+            once: false,
+            budget: super::super::budget::Budget::new(Cost {
+                memory: 1 << 40,
+                threads: 1 << 20,
+                fds: 1 << 20,
+            }),
+        }
+    }
+
+    #[test]
+    fn one_address_is_one_session_of_at_most_256_connections() {
+        let (a, sessions, numbers) = (admission(2, 4), Sessions::default(), AtomicU64::new(0));
+        let opts = Arc::new(ServeOptions {
+            verbose: false,
+            ..ServeOptions::default()
+        });
+        let peer = |ip: &str, port: u16| SocketAddr::new(ip.parse().unwrap(), port);
+        let mut held: Vec<Joined> = (0..MAX_CONNECTIONS_PER_SESSION as u16)
+            .map(|i| join(peer("198.18.0.1", 1000 + i), &sessions, &a, &opts, &numbers).unwrap())
+            .collect();
+        // One session for all of them: one slot taken of two.
+        assert_eq!(a.live.load(Ordering::SeqCst), 1);
+        let e = join(peer("198.18.0.1", 9), &sessions, &a, &opts, &numbers)
+            .err()
+            .unwrap();
+        assert!(e.contains("256 responsiveness connections"), "{e}");
+        // One closes: room for one more, in the same session.
+        held.pop();
+        held.push(join(peer("198.18.0.1", 9), &sessions, &a, &opts, &numbers).unwrap());
+        assert_eq!(a.live.load(Ordering::SeqCst), 1);
+        // Another address is another session; a third finds --max-sessions (2) taken.
+        let other = join(peer("198.18.0.2", 1), &sessions, &a, &opts, &numbers).unwrap();
+        assert_eq!(a.live.load(Ordering::SeqCst), 2);
+        let e = join(peer("198.18.0.3", 1), &sessions, &a, &opts, &numbers)
+            .err()
+            .unwrap();
+        assert!(e.contains("--max-sessions"), "{e}");
+        // The session ends with its last connection, and its slot is free again.
+        drop(held);
+        assert_eq!(a.live.load(Ordering::SeqCst), 1);
+        assert!(join(peer("198.18.0.3", 1), &sessions, &a, &opts, &numbers).is_ok());
+        drop(other);
+    }
+}
