@@ -243,7 +243,7 @@ pub fn main(a: ServeArgs) -> Result {
                     handshake_timeout: limits.handshake_timeout,
                     admit,
                 };
-                netsweep_rpm::server::serve(l, opts, Default::default(), stop)
+                netsweep_rpm::server::serve(l, opts, stop)
             })
         }),
     };

@@ -3,6 +3,7 @@
 //! the reason), and against nginx configured as docs/rpm.md shows, its byte counts held to
 //! nginx's access log.
 
+use super::common::serve::startup_field;
 use super::common::{bin, nginx, scratch};
 use netsweep_testkit::{free_port, require_tool};
 use serde_json::Value;
@@ -37,16 +38,9 @@ fn serve(extra: &[&str]) -> Serve {
     BufReader::new(child.stderr.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let after = |key: &str| {
-        let at = line
-            .find(key)
-            .unwrap_or_else(|| panic!("{key:?} not in {line:?}"))
-            + key.len();
-        line[at..].split([' ', ')']).next().unwrap().to_string()
-    };
     Serve {
-        rpm: after("responsiveness clients on "),
-        fingerprint: after("sha256 "),
+        rpm: startup_field(&line, "responsiveness clients on "),
+        fingerprint: startup_field(&line, "sha256 "),
         child,
     }
 }

@@ -17,7 +17,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::any::Any;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -60,27 +60,9 @@ impl std::fmt::Debug for ServerOptions {
     }
 }
 
-/// What the server has moved, for its log and for tests' ground truth.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Body bytes of `/large` responses handed to the connections.
-    pub sent: Arc<AtomicU64>,
-    /// Body bytes of `/slurp` requests received.
-    pub received: AtomicU64,
-    /// Connections admitted.
-    pub admitted: AtomicU64,
-    /// Connections refused by the admission.
-    pub refused: AtomicU64,
-}
-
 /// Serves on `listener` until `stop` is set (checked every 100 ms); a connection's failure
 /// ends only that connection.
-pub fn serve(
-    listener: TcpListener,
-    opts: ServerOptions,
-    counters: Arc<Counters>,
-    stop: Arc<AtomicBool>,
-) -> io::Result<()> {
+pub fn serve(listener: TcpListener, opts: ServerOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     let mut tls = (*opts.tls).clone();
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
@@ -114,7 +96,7 @@ pub fn serve(
                 continue; // at the cap: closed unanswered
             };
             let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
-            let (acceptor, opts, counters) = (acceptor.clone(), opts.clone(), counters.clone());
+            let (acceptor, opts) = (acceptor.clone(), opts.clone());
             tokio::spawn(async move {
                 let _slot = slot;
                 let _ = sock::tune(&s);
@@ -129,19 +111,11 @@ pub fn serve(
                     return;
                 };
                 let admitted = (opts.admit)(peer);
-                let counted = if admitted.is_ok() {
-                    &counters.admitted
-                } else {
-                    &counters.refused
-                };
-                counted.fetch_add(1, Ordering::Relaxed);
                 let until = Instant::now() + opts.max_connection;
                 let refusal: Option<Arc<str>> = admitted.as_ref().err().map(|e| e.as_str().into());
                 let authority_default: Arc<str> = here.into();
-                let c2 = counters.clone();
                 let service = hyper::service::service_fn(move |req| {
                     let refusal = refusal.clone();
-                    let counters = c2.clone();
                     let fallback = authority_default.clone();
                     async move {
                         Ok::<_, io::Error>(match refusal {
@@ -149,7 +123,7 @@ pub fn serve(
                                 StatusCode::SERVICE_UNAVAILABLE,
                                 format!("netsweep serve refused this client: {why}\n"),
                             ),
-                            None => route(req, until, &counters, &fallback).await,
+                            None => route(req, until, &fallback).await,
                         })
                     }
                 });
@@ -193,12 +167,7 @@ fn text(status: StatusCode, body: String) -> Reply {
 }
 
 /// One request's answer.
-async fn route(
-    req: Request<Incoming>,
-    until: Instant,
-    counters: &Arc<Counters>,
-    fallback: &str,
-) -> Reply {
+async fn route(req: Request<Incoming>, until: Instant, fallback: &str) -> Reply {
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, WELL_KNOWN) => {
@@ -231,7 +200,7 @@ async fn route(
             .header("content-type", "application/octet-stream")
             .header("cache-control", "no-store")
             .body(
-                Zeros::new(LARGE_BYTES, counters.sent.clone())
+                Zeros::new(LARGE_BYTES, None)
                     .until(until.into_std())
                     .boxed(),
             )
@@ -249,9 +218,6 @@ async fn route(
                 };
                 if let Some(d) = frame.data_ref() {
                     got += d.len() as u64;
-                    counters
-                        .received
-                        .fetch_add(d.len() as u64, Ordering::Relaxed);
                     if got > MAX_UPLOAD {
                         return text(StatusCode::PAYLOAD_TOO_LARGE, "upload too large\n".into());
                     }

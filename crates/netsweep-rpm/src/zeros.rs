@@ -17,15 +17,15 @@ use std::time::Instant;
 pub struct Zeros {
     left: u64,
     chunk: Bytes,
-    counter: Arc<AtomicU64>,
+    counter: Option<Arc<AtomicU64>>,
     stop: Option<Arc<AtomicBool>>,
     until: Option<Instant>,
     done: Arc<AtomicBool>,
 }
 
 impl Zeros {
-    /// `left` bytes, counted into `counter`.
-    pub fn new(left: u64, counter: Arc<AtomicU64>) -> Self {
+    /// `left` bytes, counted into `counter` if given.
+    pub fn new(left: u64, counter: Option<Arc<AtomicU64>>) -> Self {
         Self {
             left,
             chunk: Bytes::from(vec![0u8; 64 << 10]),
@@ -83,7 +83,9 @@ impl Body for Zeros {
             // The last frame: HTTP/2 sees `is_end_stream` and asks no more.
             self.done.store(true, Ordering::SeqCst);
         }
-        self.counter.fetch_add(n as u64, Ordering::Relaxed);
+        if let Some(c) = &self.counter {
+            c.fetch_add(n as u64, Ordering::Relaxed);
+        }
         Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
     }
 

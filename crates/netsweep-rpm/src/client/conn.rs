@@ -199,7 +199,7 @@ pub async fn upload(
     counter: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
-    let body = Zeros::new(bytes, counter).stopped_by(stop.clone());
+    let body = Zeros::new(bytes, Some(counter)).stopped_by(stop.clone());
     let done = body.done();
     let resp = ask(send, Method::POST, ep, body.boxed()).await?;
     if !done.load(Ordering::SeqCst) && !stop.load(Ordering::Relaxed) {

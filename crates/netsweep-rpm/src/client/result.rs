@@ -63,7 +63,8 @@ pub struct Direction {
     pub goodput_saturated_s: Option<f64>,
     /// When responsiveness was stable, if it was.
     pub rpm_stable_s: Option<f64>,
-    /// Load-generating connections open at the end.
+    /// Load-generating connections started (one that failed is counted, and its error is
+    /// in `load_errors`).
     pub connections: usize,
     /// The responsiveness of the last window (the last MAD intervals' probes).
     pub responsiveness: Option<Responsiveness>,

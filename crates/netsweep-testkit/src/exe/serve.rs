@@ -221,3 +221,13 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// The word after `key` in a startup line (`sha256 AB:…`, `responsiveness clients on
+/// 127.0.0.1:4043`), ended by a space or `)`.
+pub fn startup_field(line: &str, key: &str) -> String {
+    let at = line
+        .find(key)
+        .unwrap_or_else(|| panic!("{key:?} not in the startup line {line:?}"))
+        + key.len();
+    line[at..].split([' ', ')']).next().unwrap().to_string()
+}
