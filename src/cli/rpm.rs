@@ -65,6 +65,11 @@ pub struct RpmArgs {
     #[arg(long, conflicts_with = "output")]
     pub no_save: bool,
 
+    /// A JSON file describing the testbed, recorded as `lab` in the results (used by
+    /// scenarios, whose claims read the path's rate, delay and queue from it).
+    #[arg(long, value_name = "FILE")]
+    pub lab_meta: Option<String>,
+
     /// Print nothing but errors (the file is still written); no progress lines.
     #[arg(short, long)]
     pub quiet: bool,

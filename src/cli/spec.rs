@@ -306,24 +306,28 @@ fn knobs(a: &RunArgs, transport: Transport) -> Result<(Knobs, Knobs), String> {
     Ok((c, s))
 }
 
-/// Parses a run's arguments as `netsweep run` would and builds its spec.
-pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, String> {
+/// Parses `netsweep <command> 127.0.0.1 ARGS…` as the command line would: clap's message
+/// without its usage and help hints (the error line and, for a closed set, the possible
+/// values).
+fn parse_as(command: &str, args: &[String]) -> Result<crate::cli::Cli, String> {
     use clap::Parser;
-    let argv = ["netsweep", "run", "127.0.0.1"]
+    let argv = ["netsweep", command, "127.0.0.1"]
         .into_iter()
         .map(String::from)
         .chain(args.iter().cloned());
-    // clap's message without its usage and help hints: the error line and, for a closed
-    // set, the possible values.
-    let cli = crate::cli::Cli::try_parse_from(argv).map_err(|e| {
+    crate::cli::Cli::try_parse_from(argv).map_err(|e| {
         e.to_string()
             .lines()
             .map(str::trim)
             .take_while(|l| !l.is_empty())
             .collect::<Vec<_>>()
             .join(" ")
-    })?;
-    match cli.command {
+    })
+}
+
+/// Parses a run's arguments as `netsweep run` would and builds its spec.
+pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, String> {
+    match parse_as("run", args)?.command {
         Some(crate::cli::Command::Run(a)) => {
             let family = if a.ipv6 {
                 netsweep_model::spec::Family::Ipv6
@@ -333,6 +337,14 @@ pub fn check_args(args: &[String]) -> Result<netsweep_model::spec::RunSpec, Stri
             build(&a, family)
         }
         _ => Err("not a run".into()),
+    }
+}
+
+/// Parses a responsiveness run's arguments as `netsweep rpm` would.
+pub fn check_rpm_args(args: &[String]) -> Result<(), String> {
+    match parse_as("rpm", args)?.command {
+        Some(crate::cli::Command::Rpm(_)) => Ok(()),
+        _ => Err("not an rpm test".into()),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use netsweep_atomic::write_atomic;
 use netsweep_model::rpm::Params;
 use netsweep_model::time;
-use netsweep_rpm::client::{self, Options};
+use netsweep_rpm::client::{self, Options, Report};
 use netsweep_transport::tls::trust::{client_config, Trust};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +42,7 @@ pub fn main(a: RpmArgs) -> Result {
             params.mad
         )));
     }
+    let lab = super::run::lab_meta(a.lab_meta.as_deref())?;
     let tls = client_config(&trust).map_err(Error::usage)?;
     let opts = Options {
         params,
@@ -53,7 +54,8 @@ pub fn main(a: RpmArgs) -> Result {
         upload: !a.download_only,
     };
     let now = SystemTime::now();
-    let r = client::run(&a.target, &opts).map_err(Error::failed)?;
+    let mut r = client::run(&a.target, &opts).map_err(Error::failed)?;
+    r.lab = lab;
     let json = serde_json::to_string_pretty(&r).expect("results serialise");
     let path = (!a.no_save).then(|| {
         a.output.map(PathBuf::from).unwrap_or_else(|| {

@@ -52,23 +52,23 @@ fn output_plan(a: &RunArgs, spec: &RunSpec, now: SystemTime) -> Sink {
     Sink::new(stdout, file, saved, a.quiet)
 }
 
+/// The testbed description of `--lab-meta FILE` (a scenario's runs record it), if given.
+pub fn lab_meta(path: Option<&str>) -> Result<Option<serde_json::Value>> {
+    let Some(p) = path else { return Ok(None) };
+    std::fs::read_to_string(p)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()))
+        .map(Some)
+        .map_err(|e| Error::usage(format!("cannot read --lab-meta {p}: {e}")))
+}
+
 pub fn main(a: RunArgs) -> Result {
     let family = if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 };
     let spec = crate::cli::spec::build(&a, family).map_err(Error::Usage)?;
     if let Some(w) = crate::cli::spec::long_run_warning(&spec) {
         eprintln!("netsweep: warning: {w}");
     }
-    let lab = match &a.lab_meta {
-        None => None,
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| e.to_string())
-                .and_then(|t| {
-                    serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string())
-                })
-                .map_err(|e| Error::usage(format!("cannot read --lab-meta {p}: {e}")))?,
-        ),
-    };
+    let lab = lab_meta(a.lab_meta.as_deref())?;
     let auth_key = a.auth_key.clone();
     let now = SystemTime::now();
     let mut sink = output_plan(&a, &spec, now);

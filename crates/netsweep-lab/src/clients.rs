@@ -3,6 +3,8 @@
 //! 002 "multiple clients / single server" test), each with its own results and log — and
 //! the server's session limits raised to fit the clients and their background flows. A run
 //! with `--transport mpi` has no server: `mpirun` starts both ranks ([`crate::mpi_launch`]).
+//! A run with `command = "rpm"` runs `netsweep rpm` against `serve --rpm`, pinned to the
+//! certificate the server's startup line names.
 
 use crate::children::{stop, wait_listening, Ready, POLL};
 use crate::error::LabError;
@@ -10,7 +12,7 @@ use crate::lab::Lab;
 use crate::run_outcome::{
     log_file, skipped, target, RunOptions, ScenarioRunOutcome, ScenarioRunStatus,
 };
-use crate::scenario::ScenarioRun;
+use crate::scenario::{RunCommand, ScenarioRun, RPM_PORT};
 use crate::signals;
 use std::path::Path;
 use std::process::Stdio;
@@ -95,6 +97,9 @@ pub(crate) fn one_run(
             }
         }
     }
+    if run.command == RunCommand::Rpm {
+        tgt = format!("{addr}:{RPM_PORT}");
+    }
     proto.target = tgt.clone();
     let mut outs: Vec<ScenarioRunOutcome> = (1..=run.clients)
         .map(|i| {
@@ -109,7 +114,10 @@ pub(crate) fn one_run(
             }
             let results = out_dir.join(&out.results);
             let _ = std::fs::remove_file(&results);
-            let mut command = vec![exe_s.clone(), "run".into(), tgt.clone()];
+            let mut command = match run.command {
+                RunCommand::Run => vec![exe_s.clone(), "run".into(), tgt.clone()],
+                RunCommand::Rpm => vec![exe_s.clone(), "rpm".into(), tgt.clone()],
+            };
             command.extend(run.args.iter().cloned());
             command.extend([
                 "-o".into(),
@@ -134,6 +142,10 @@ pub(crate) fn one_run(
             "--port".into(),
             run.port.to_string(),
         ];
+        let rpm = run.command == RunCommand::Rpm;
+        if rpm {
+            server_argv.extend(["--rpm".into(), RPM_PORT.to_string()]);
+        }
         server_argv.extend(server_args(run));
         let spawned = lab.command(&run.server, &server_argv).and_then(|mut c| {
             let (o, e) = log_file(&out_dir.join(&proto.server_log))?;
@@ -148,7 +160,28 @@ pub(crate) fn one_run(
                 return every(outs, |o| o.message = Some(m.clone()));
             }
         });
-        match wait_listening(s, run.port, opts.server_ready_timeout) {
+        let ready_port = if rpm { RPM_PORT } else { run.port };
+        match wait_listening(s, ready_port, opts.server_ready_timeout) {
+            Ready::Yes if rpm => {
+                // The client trusts the one certificate this server presents.
+                match certificate_pin(&out_dir.join(&proto.server_log)) {
+                    Some(pin) => {
+                        for out in &mut outs {
+                            out.command.extend(["--tls-pin".into(), pin.clone()]);
+                        }
+                    }
+                    None => {
+                        stop(s);
+                        return every(outs, |o| {
+                            o.status = ScenarioRunStatus::ServerFailed;
+                            o.message = Some(format!(
+                                "the server's startup line names no certificate; see {}",
+                                o.server_log
+                            ));
+                        });
+                    }
+                }
+            }
             Ready::Yes => {}
             Ready::Interrupted => {
                 stop(s);
@@ -203,6 +236,10 @@ pub(crate) fn one_run(
         }
     }
     let deadline = started + Duration::from_secs(run.timeout_secs);
+    let what = match run.command {
+        RunCommand::Run => "netsweep run",
+        RunCommand::Rpm => "netsweep rpm",
+    };
     while clients.iter().any(Option::is_some) {
         for (slot, out) in clients.iter_mut().zip(outs.iter_mut()) {
             let Some(client) = slot else { continue };
@@ -214,8 +251,8 @@ pub(crate) fn one_run(
                     } else {
                         out.status = ScenarioRunStatus::Failed;
                         out.message = Some(match st.code() {
-                            Some(c) => format!("netsweep run exited with {c}; see {}", out.log),
-                            None => format!("netsweep run was killed by a signal; see {}", out.log),
+                            Some(c) => format!("{what} exited with {c}; see {}", out.log),
+                            None => format!("{what} was killed by a signal; see {}", out.log),
                         });
                     }
                     true
@@ -230,7 +267,7 @@ pub(crate) fn one_run(
                     stop(client);
                     out.status = ScenarioRunStatus::TimedOut;
                     out.message = Some(format!(
-                        "netsweep run took longer than {} s and was stopped; raise `timeout` in the run",
+                        "{what} took longer than {} s and was stopped; raise `timeout` in the run",
                         run.timeout_secs
                     ));
                     true
@@ -273,6 +310,17 @@ pub(crate) fn one_run(
     outs
 }
 
+/// The SHA-256 fingerprint of the certificate `netsweep serve` presents, from its startup
+/// line in `log` ("… tls certificate sha256 AB:CD:… (…)").
+fn certificate_pin(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let (_, after) = text
+        .split_once("tls certificate sha256 ")
+        .or_else(|| text.split_once("\"tls_fingerprint\":\""))?;
+    let pin = after.split([' ', '"', '\n']).next()?;
+    (pin.len() >= 64).then(|| pin.to_string())
+}
+
 /// Applies `f` to every outcome and returns them.
 fn every(
     mut outs: Vec<ScenarioRunOutcome>,
@@ -289,6 +337,7 @@ mod tests {
     #[test]
     fn the_server_makes_room_for_every_client_and_background_flow() {
         let mut run = ScenarioRun {
+            command: crate::scenario::RunCommand::Run,
             name: "a".into(),
             client: "c".into(),
             server: "s".into(),
@@ -328,5 +377,26 @@ mod tests {
         run.args.clear();
         run.clients = 1;
         assert!(server_args(&run) == ["--max-sessions=100", "--allow=tos"]);
+    }
+
+    #[test]
+    fn the_pin_is_read_from_either_startup_line() {
+        let fp = "AB:".repeat(31) + "CD";
+        let dir = std::env::temp_dir().join(format!("nsw-pin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = dir.join("text.log");
+        std::fs::write(&text, format!("netsweep serve: listening on x (…; tls certificate sha256 {fp} (self-signed); Ctrl-C stops)\n")).unwrap();
+        assert_eq!(certificate_pin(&text).as_deref(), Some(fp.as_str()));
+        let json = dir.join("json.log");
+        std::fs::write(
+            &json,
+            format!("{{\"event\":\"listening\",\"tls_fingerprint\":\"{fp}\"}}\n"),
+        )
+        .unwrap();
+        assert_eq!(certificate_pin(&json).as_deref(), Some(fp.as_str()));
+        let quiet = dir.join("quiet.log");
+        std::fs::write(&quiet, "").unwrap();
+        assert_eq!(certificate_pin(&quiet), None, "-q: no startup line, no pin");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

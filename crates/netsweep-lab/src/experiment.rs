@@ -135,11 +135,23 @@ pub(crate) fn run_factors(
     Ok((used, Some(out)))
 }
 
-/// Parses and resolves every claim against the design.
+/// Parses and resolves every claim against the design (`rpm_cells[c]`: cell c is a
+/// responsiveness test's, whose figures no pattern measures).
 pub(crate) fn parse_claims(
     raw: &[Spanned<RawClaim>],
     design: &Design,
+    rpm_cells: &[bool],
 ) -> Result<Vec<Claim>, Located> {
+    let facts = |c: usize| {
+        rpm_cells
+            .get(c)
+            .copied()
+            .unwrap_or(false)
+            .then(|| claim::CellFacts {
+                measures: claim::Measures::Rpm,
+                sizes: Vec::new(),
+            })
+    };
     let mut out = Vec::new();
     for (i, c) in raw.iter().enumerate() {
         let rc = c.get_ref();
@@ -155,7 +167,7 @@ pub(crate) fn parse_claims(
                 .map_or(rc.check.get_ref().len(), |(o, _)| o);
             (field.clone(), base + offset, e.message)
         })?;
-        claim::resolve(&expr, design, &|_| None).map_err(|m| (field.clone(), base, m))?;
+        claim::resolve(&expr, design, &facts).map_err(|m| (field.clone(), base, m))?;
         out.push(Claim {
             check: rc.check.get_ref().clone(),
             says: rc.says.as_ref().map(|s| s.get_ref().clone()),

@@ -21,6 +21,7 @@ mod children;
 pub mod clean;
 mod clients;
 pub mod cmd;
+mod command;
 pub mod counters;
 mod describe;
 pub mod emulation;
@@ -63,7 +64,7 @@ pub use runner::{
     run_scenario, run_scenario_with, Progress, RunOptions, ScenarioOutcome, ScenarioRunOutcome,
     ScenarioRunStatus,
 };
-pub use scenario::{Compare, Scenario, ScenarioRun};
+pub use scenario::{Compare, RunCommand, Scenario, ScenarioRun, RPM_PORT};
 pub use topology::Topology;
 
 /// Every lab recorded in a state file (labs that are up, or were left by a crash), with the

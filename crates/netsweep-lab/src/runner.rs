@@ -320,6 +320,7 @@ mod tests {
         };
         assert_eq!(o.exit_code(), 0);
         let mut r = skipped(&ScenarioRun {
+            command: crate::scenario::RunCommand::Run,
             name: "a".into(),
             client: "c".into(),
             server: "s".into(),

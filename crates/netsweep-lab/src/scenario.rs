@@ -21,6 +21,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
+pub use crate::command::{RunCommand, RPM_PORT};
+
 /// The port `netsweep serve` listens on in a scenario unless a run says otherwise.
 pub const DEFAULT_PORT: u16 = 7200;
 /// Most `clients` of one run.
@@ -68,6 +70,8 @@ pub struct Scenario {
 pub struct ScenarioRun {
     /// Name; the results file is `<name>.json`.
     pub name: String,
+    /// What the client runs.
+    pub command: RunCommand,
     /// Host that runs `netsweep run`.
     pub client: String,
     /// Host that runs `netsweep serve`.
@@ -156,6 +160,7 @@ struct RawScenario {
 #[serde(deny_unknown_fields)]
 struct RawRun {
     name: Spanned<String>,
+    command: Option<Spanned<String>>,
     client: Spanned<String>,
     server: Spanned<String>,
     #[serde(default = "no_args")]
@@ -427,8 +432,11 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
             Some(c) => *c.get_ref(),
             None => 1,
         };
+        let command = crate::command::parse(rr.command.as_ref(), clients, &rr.server_args)
+            .map_err(|(field, at, m)| err(format!("{p}.{field}"), at, m))?;
         let run = ScenarioRun {
             name: name.clone(),
+            command,
             client,
             server,
             args: rr.args.get_ref().clone(),
@@ -523,7 +531,15 @@ fn parse_scenario(text: &str, file: Option<&Path>) -> Result<Scenario, LabError>
         }
         compare.push(cc.clone());
     }
-    let claims = parse_claims(&raw.claim, &design).map_err(|(f, at, m)| err(f, at, m))?;
+    // The cells of responsiveness tests: their figures are not a pattern's.
+    let rpm_cells: Vec<bool> = (0..design.cells.len())
+        .map(|c| {
+            runs.iter()
+                .any(|r| r.cell == c && r.command == RunCommand::Rpm)
+        })
+        .collect();
+    let claims =
+        parse_claims(&raw.claim, &design, &rpm_cells).map_err(|(f, at, m)| err(f, at, m))?;
     let figures = parse_figures(&raw.figure, &design).map_err(|(f, at, m)| err(f, at, m))?;
     let prose = [
         ("title", raw.title.as_ref()),

@@ -56,6 +56,22 @@ fn several_clients_against_one_server() {
 }
 
 #[test]
+fn a_run_may_be_a_responsiveness_test_and_nothing_else() {
+    let rpm = GOOD.replace("port = 7300", "port = 7300\ncommand = \"rpm\"");
+    let s = Scenario::parse(&rpm).unwrap();
+    assert_eq!(
+        (s.runs[0].command, s.runs[1].command),
+        (RunCommand::Run, RunCommand::Rpm)
+    );
+    let e = err(&GOOD.replace("port = 7300", "port = 7300\ncommand = \"perf\""));
+    assert!(e.to_string().contains("give \"run\""), "{e}");
+    let e = err(&rpm.replace("port = 7300", "port = 7300\nclients = 2"));
+    assert!(e.to_string().contains("one responsiveness test"), "{e}");
+    let e = err(&rpm.replace("port = 7300", "port = 7300\nserver_args = [\"-q\"]"));
+    assert!(e.to_string().contains("drop -q"), "{e}");
+}
+
+#[test]
 fn parses_a_scenario() {
     let s = Scenario::parse(GOOD).unwrap();
     assert_eq!(s.name, "demo");

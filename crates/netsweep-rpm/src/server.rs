@@ -105,11 +105,12 @@ pub fn serve(listener: TcpListener, opts: ServerOptions, stop: Arc<AtomicBool>) 
                     |_| "localhost".to_string(),
                     |a| SocketAddr::new(a.ip().to_canonical(), a.port()).to_string(),
                 );
-                let Ok(Ok(tls)) =
+                let Ok(Ok(mut tls)) =
                     tokio::time::timeout(opts.handshake_timeout, acceptor.accept(s)).await
                 else {
                     return;
                 };
+                tls.get_mut().1.set_buffer_limit(Some(sock::TLS_BUFFER));
                 let admitted = (opts.admit)(peer);
                 let until = Instant::now() + opts.max_connection;
                 let refusal: Option<Arc<str>> = admitted.as_ref().err().map(|e| e.as_str().into());

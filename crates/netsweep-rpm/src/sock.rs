@@ -1,6 +1,7 @@
 //! The sockets under the HTTP connections: TCP_NOTSENT_LOWAT, which the draft asks of both
 //! ends so that data waits in the application rather than in the socket's send buffer (and a
-//! probe queued behind it is not), and a connect that times its handshake.
+//! probe queued behind it is not), the TLS layer's matching limit, and a connect that times
+//! its handshake.
 
 use std::io;
 use std::net::SocketAddr;
@@ -10,6 +11,12 @@ use tokio::net::TcpStream;
 
 /// The unsent bytes a socket may hold before it stops reporting writable: 16 KiB.
 pub const NOTSENT_LOWAT: u32 = 16 << 10;
+
+/// The TLS records a connection may hold encrypted and unsent above its socket: 16 KiB, as
+/// much as the socket's low-water mark (rustls's own default is 64 KiB). Data beyond it waits
+/// in the HTTP/2 layer, whose frames of different streams interleave, so a probe's answer
+/// waits behind this much of a load's, not behind everything the load has buffered.
+pub const TLS_BUFFER: usize = 16 << 10;
 
 /// Sets TCP_NOTSENT_LOWAT and TCP_NODELAY on `s`.
 pub fn tune(s: &TcpStream) -> io::Result<()> {

@@ -5,27 +5,40 @@
 
 use super::bundle;
 use netsweep_atomic::write_atomic;
-use netsweep_lab::Scenario;
-use netsweep_model::experiment::claim::{self, CellFacts};
+use netsweep_lab::{RunCommand, Scenario};
+use netsweep_model::experiment::claim::{self, CellFacts, Measures};
 use netsweep_model::experiment::{figure, metric, Observations, Outcome, Verdict};
 use netsweep_model::results::{self, RunResult};
+use netsweep_model::rpm::result::{self as rpm_result, RpmResult};
 use netsweep_report::experiment::figures::{self, Drawn};
 use netsweep_report::experiment::page::{self, Page};
 use netsweep_report::plot::png;
 use std::path::Path;
 
-/// Each cell's pattern and sizes, from its arguments as `netsweep run` would parse them.
+/// Each cell's pattern and sizes, from its arguments as `netsweep run` would parse them (or
+/// a responsiveness test's, as `netsweep rpm` would).
 pub fn cell_facts(s: &Scenario) -> Result<Vec<CellFacts>, String> {
     let mut facts = Vec::new();
     for (ci, cell) in s.design.cells.iter().enumerate() {
         let Some(run) = s.runs.iter().find(|r| r.cell == ci) else {
             return Err(format!("cell {} has no run", cell.name));
         };
-        let spec = crate::cli::spec::check_args(&run.args)
-            .map_err(|e| format!("run {:?} (cell {}): {e}", cell.run, cell.name))?;
-        facts.push(CellFacts {
-            pattern: spec.pattern,
-            sizes: spec.sizes,
+        let at = |e: String| format!("run {:?} (cell {}): {e}", cell.run, cell.name);
+        facts.push(match run.command {
+            RunCommand::Run => {
+                let spec = crate::cli::spec::check_args(&run.args).map_err(at)?;
+                CellFacts {
+                    measures: Measures::Pattern(spec.pattern),
+                    sizes: spec.sizes,
+                }
+            }
+            RunCommand::Rpm => {
+                crate::cli::spec::check_rpm_args(&run.args).map_err(at)?;
+                CellFacts {
+                    measures: Measures::Rpm,
+                    sizes: Vec::new(),
+                }
+            }
         });
     }
     Ok(facts)
@@ -46,9 +59,9 @@ pub fn check_claims(s: &Scenario, facts: &[CellFacts]) -> Result<(), String> {
             .into_iter()
             .chain(f.x_figure(&s.design))
         {
-            if !facts.iter().any(|x| m.measured_by(x.pattern)) {
+            if !facts.iter().any(|x| m.measured_by(x.measures)) {
                 return Err(format!(
-                    "figure[{i}] ({}): no cell's pattern measures {} (only {} does): pick a figure the cells measure",
+                    "figure[{i}] ({}): no cell measures {} (only {} does): pick a figure the cells measure",
                     f.id,
                     m.name,
                     m.pattern_list()
@@ -75,18 +88,42 @@ pub fn run_files(s: &Scenario) -> Vec<(usize, u32, String)> {
     out
 }
 
+/// What one run's results file holds: a `netsweep run`'s or a `netsweep rpm`'s.
+#[derive(Debug)]
+pub enum Loaded {
+    /// `netsweep run`.
+    Run(Box<RunResult>),
+    /// `netsweep rpm`.
+    Rpm(Box<RpmResult>),
+}
+
+/// Reads a results file of either kind, by its `schema`.
+fn load_any(text: &str) -> Result<Loaded, String> {
+    let schema = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("schema")?.as_str().map(str::to_string));
+    if schema.as_deref() == Some(rpm_result::SCHEMA) {
+        return serde_json::from_str(text)
+            .map(|r| Loaded::Rpm(Box::new(r)))
+            .map_err(|e| e.to_string());
+    }
+    results::load(text)
+        .map(|r| Loaded::Run(Box::new(r)))
+        .map_err(|e| e.to_string())
+}
+
 /// Every results file of the scenario's runs that exists, from its own file or else from
 /// the directory's bundle (`scenario pack`): (cell, repetition, results). A run that left
 /// no results (it failed) is absent; one whose results do not load is an error.
-pub fn load_results(dir: &Path, s: &Scenario) -> Result<Vec<(usize, u32, RunResult)>, String> {
+pub fn load_results(dir: &Path, s: &Scenario) -> Result<Vec<(usize, u32, Loaded)>, String> {
     let bundle = bundle::read(dir)?;
     let mut out = Vec::new();
     for (cell, repetition, n) in run_files(s) {
         let p = dir.join(&n);
         let loaded = match std::fs::read_to_string(&p) {
-            Ok(text) => results::load(&text),
+            Ok(text) => load_any(&text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => match bundle.get(&n) {
-                Some(v) => results::load(&v.to_string()),
+                Some(v) => load_any(&v.to_string()),
                 None => continue,
             },
             Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
@@ -121,16 +158,36 @@ pub fn write_page(
     s: &Scenario,
     failures: &[(String, String)],
 ) -> Result<Written, String> {
-    let loaded = load_results(dir, s)?;
+    let all = load_results(dir, s)?;
     let mut obs = Observations::new(s.design.cells.len(), s.design.repeat);
-    for (cell, rep, r) in &loaded {
-        obs.add(*cell, *rep, r);
+    let mut loaded: Vec<(usize, u32, &RunResult)> = Vec::new();
+    let mut tests: Vec<(usize, u32, &RpmResult)> = Vec::new();
+    for (cell, rep, r) in &all {
+        match r {
+            Loaded::Run(r) => {
+                obs.add(*cell, *rep, r);
+                loaded.push((*cell, *rep, r));
+            }
+            Loaded::Rpm(r) => {
+                obs.add_rpm(*cell, *rep, r);
+                tests.push((*cell, *rep, r));
+            }
+        }
     }
     let facts: Vec<Option<CellFacts>> = (0..s.design.cells.len())
         .map(|ci| {
-            let r = loaded.iter().find(|(c, _, _)| *c == ci).map(|x| &x.2)?;
+            if s.runs
+                .iter()
+                .any(|r| r.cell == ci && r.command == RunCommand::Rpm)
+            {
+                return Some(CellFacts {
+                    measures: Measures::Rpm,
+                    sizes: Vec::new(),
+                });
+            }
+            let r = loaded.iter().find(|(c, _, _)| *c == ci).map(|x| x.2)?;
             Some(CellFacts {
-                pattern: r.spec.pattern,
+                measures: Measures::Pattern(r.spec.pattern),
                 sizes: obs.sizes(ci),
             })
         })
@@ -188,13 +245,25 @@ pub fn write_page(
         [s] => Some(s),
         _ => None,
     };
-    let common =
-        one_size(0).filter(|s0| (0..s.design.cells.len()).all(|c| one_size(c) == Some(*s0)));
+    // Over the cells with a sweep (a responsiveness test's cell has none).
+    let swept: Vec<usize> = (0..s.design.cells.len())
+        .filter(|&c| !obs.sizes(c).is_empty())
+        .collect();
+    let common = swept
+        .first()
+        .and_then(|&c0| one_size(c0))
+        .filter(|s0| swept.iter().all(|&c| one_size(c) == Some(*s0)));
     let mut headline: Vec<(&'static metric::Metric, Option<u64>)> = Vec::new();
     for spec in specs.iter().filter(|f| s.design.factor(&f.x).is_some()) {
         if let Some(m) = metric::metric(&spec.y) {
-            let size = spec.size.or(common);
-            if size.is_some() && !headline.iter().any(|(h, z)| h.name == m.name && *z == size) {
+            let size = if m.rpm.is_some() {
+                None
+            } else {
+                spec.size.or(common)
+            };
+            if (size.is_some() || m.rpm.is_some())
+                && !headline.iter().any(|(h, z)| h.name == m.name && *z == size)
+            {
                 headline.push((m, size));
             }
         }
@@ -228,10 +297,15 @@ pub fn write_page(
             runs.push((c.run.clone(), base.join(" ")));
         }
     }
-    let provenance = provenance(&loaded);
+    let provenance = provenance(&loaded, tests.len());
     let mut warnings: Vec<(usize, u32, String)> = loaded
         .iter()
         .flat_map(|(c, rep, r)| r.warnings.iter().map(move |w| (*c, *rep, w.clone())))
+        .chain(
+            tests
+                .iter()
+                .flat_map(|(c, rep, r)| r.warnings.iter().map(move |w| (*c, *rep, w.clone()))),
+        )
         .collect();
     // By cell and repetition; a run's own warnings keep their order.
     warnings.sort_by_key(|w| (w.0, w.1));
@@ -287,12 +361,18 @@ fn terminal_cells(
     obs: &Observations<'_>,
     headline: &[(&'static metric::Metric, Option<u64>)],
 ) -> Vec<String> {
-    let Some((m, size)) = headline.first() else {
+    let Some(&(first, first_size)) = headline.first() else {
         return Vec::new();
     };
     (0..s.design.cells.len())
         .map(|ci| {
-            let what = match obs.spread(ci, m, *size) {
+            // The first headline figure the cell measured.
+            let (m, size) = headline
+                .iter()
+                .copied()
+                .find(|(m, z)| obs.spread(ci, m, *z).is_some())
+                .unwrap_or((first, first_size));
+            let what = match obs.spread(ci, m, size) {
                 Some(sp) => format!(
                     "{} median {} (mean {}, {} – {}, n = {})",
                     m.name,
@@ -376,8 +456,8 @@ fn setup(s: &Scenario) -> Vec<String> {
     out
 }
 
-/// Tool, hosts and times the results record.
-fn provenance(loaded: &[(usize, u32, RunResult)]) -> Vec<String> {
+/// Tool, hosts and times the results record (`rpm` responsiveness tests beside them).
+fn provenance(loaded: &[(usize, u32, &RunResult)], rpm: usize) -> Vec<String> {
     let Some((_, _, r)) = loaded.first() else {
         return vec!["no results were found".into()];
     };
@@ -400,6 +480,14 @@ fn provenance(loaded: &[(usize, u32, RunResult)]) -> Vec<String> {
             "client host: {} ({} CPUs, {}), kernel {}",
             r.client.hostname, r.client.cpu_count, r.client.cpu_model, r.client.kernel
         ),
-        format!("{} results files", loaded.len()),
+        if rpm == 0 {
+            format!("{} results files", loaded.len())
+        } else {
+            format!(
+                "{} results files: {} of `netsweep run`, {rpm} of `netsweep rpm`",
+                loaded.len() + rpm,
+                loaded.len()
+            )
+        },
     ]
 }

@@ -18,8 +18,8 @@
 //!
 //! A key is a factor's name, `run` (the `[[run]]`) or `size` (one message size of the sweep).
 
+pub use super::metric::Measures;
 use super::metric::{self, Metric, MetricUnit};
-use crate::spec::Pattern;
 use serde::{Deserialize, Serialize};
 
 /// A figure of one cell (at one size).
@@ -133,12 +133,12 @@ pub struct Resolved {
     pub size: Option<u64>,
 }
 
-/// What a check knows of a cell before it runs: its pattern and its sweep.
+/// What a check knows of a cell before it runs: what it measures and its sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellFacts {
-    /// The pattern its runs measure.
-    pub pattern: Pattern,
-    /// The sizes its runs measure.
+    /// What its runs measure.
+    pub measures: Measures,
+    /// The sizes its runs measure (none for a responsiveness test).
     pub sizes: Vec<u64>,
 }
 

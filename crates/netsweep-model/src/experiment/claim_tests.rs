@@ -3,6 +3,7 @@
 use super::*;
 use crate::experiment::design::Design;
 use crate::experiment::design::{Cell, Factor, FactorKind, Level};
+use crate::spec::Pattern;
 
 fn design() -> Design {
     let level = |n: &str, l: &str| Level {
@@ -52,7 +53,7 @@ fn design() -> Design {
 
 fn one_size(_: usize) -> Option<CellFacts> {
     Some(CellFacts {
-        pattern: Pattern::Pingpong,
+        measures: Measures::Pattern(Pattern::Pingpong),
         sizes: vec![1000],
     })
 }

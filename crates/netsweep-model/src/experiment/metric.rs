@@ -4,9 +4,11 @@
 //! `wire_mbps`) come from the arithmetic of [`super::arithmetic`].
 
 pub mod cost;
+pub mod rpm;
 
 use super::arithmetic::{self, LinkFacts};
 use crate::results::PointResult;
+use crate::rpm::result::RpmResult;
 use crate::spec::{Pattern, RunSpec};
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +69,26 @@ pub fn sig(v: f64) -> String {
     }
 }
 
+/// What a cell's runs measure: a `netsweep run` of a pattern, or a responsiveness test
+/// (`netsweep rpm`, a run with `command = "rpm"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measures {
+    /// `netsweep run` of this pattern.
+    Pattern(Pattern),
+    /// `netsweep rpm`.
+    Rpm,
+}
+
+impl Measures {
+    /// How messages name it: the pattern's name, or `rpm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measures::Pattern(p) => p.name(),
+            Measures::Rpm => "rpm",
+        }
+    }
+}
+
 /// How the clients of one cell (`clients = N`) combine into the cell's figure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -103,8 +125,11 @@ pub struct Metric {
     pub combine: Combine,
     /// The patterns that measure it (empty: every pattern).
     pub patterns: &'static [Pattern],
-    /// Reads it from a point.
+    /// Reads it from a point (a figure of responsiveness tests reads nothing here).
     pub read: fn(&PointResult, &PointContext<'_>) -> Option<f64>,
+    /// Reads it from a responsiveness test's results: `Some` only for the figures of
+    /// `netsweep rpm` ([`rpm::RPM_METRICS`]), which no pattern measures.
+    pub rpm: Option<fn(&RpmResult) -> Option<f64>>,
 }
 
 const PP: &[Pattern] = &[Pattern::Pingpong];
@@ -136,6 +161,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.throughput_mbps.mean),
     },
     Metric {
@@ -144,6 +170,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: STREAMS,
+        rpm: None,
         read: |p, _| p.receiver_mbps.map(|e| e.mean),
     },
     Metric {
@@ -152,6 +179,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: STREAMS,
+        rpm: None,
         read: |p, _| p.sender_mbps.map(|e| e.mean),
     },
     Metric {
@@ -160,6 +188,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| rtt(p).map(|d| d.p50),
     },
     Metric {
@@ -168,6 +197,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| rtt(p).map(|d| d.mean),
     },
     Metric {
@@ -176,6 +206,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| rtt(p).map(|d| d.p99),
     },
     Metric {
@@ -184,6 +215,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| rtt(p).map(|d| d.min),
     },
     Metric {
@@ -192,6 +224,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| half(p).map(|d| d.p50),
     },
     Metric {
@@ -200,6 +233,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, _| half(p).map(|d| d.mean),
     },
     Metric {
@@ -208,6 +242,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: CRR,
+        rpm: None,
         read: |p, _| connect(p).map(|d| d.p50),
     },
     Metric {
@@ -216,6 +251,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: CRR,
+        rpm: None,
         read: |p, _| connect(p).map(|d| d.mean),
     },
     Metric {
@@ -224,6 +260,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::PerSecond,
         combine: Combine::Sum,
         patterns: CRR,
+        rpm: None,
         read: |p, _| p.crr.as_ref().map(|c| c.transactions_per_sec.mean),
     },
     Metric {
@@ -232,6 +269,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| p.loss.map(|l| l.ratio),
     },
     Metric {
@@ -240,6 +278,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| p.loss.map(|l| l.jitter_ns),
     },
     Metric {
@@ -248,6 +287,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: &[],
+        rpm: None,
         read: |p, _| {
             (!p.background.is_empty()).then(|| p.background.iter().map(|b| b.receiver_mbps).sum())
         },
@@ -258,6 +298,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::UsPerKib,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.client.service_demand_us_per_kb),
     },
     Metric {
@@ -266,6 +307,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::UsPerKib,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.server.service_demand_us_per_kb),
     },
     Metric {
@@ -274,6 +316,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| busy_share(p.client.tcp_rwnd_limited_us, p.client.tcp_busy_us),
     },
     Metric {
@@ -282,6 +325,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| busy_share(p.client.tcp_sndbuf_limited_us, p.client.tcp_busy_us),
     },
     Metric {
@@ -290,6 +334,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| p.flows.as_ref().map(|f| f.fairness),
     },
     Metric {
@@ -298,6 +343,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: &[],
+        rpm: None,
         read: |p, c| arithmetic::wire_mbps(p, c.spec, c.link?.mtu),
     },
     Metric {
@@ -306,6 +352,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, c| {
             let l = c.link?;
             arithmetic::goodput_limit(l.rate_bps? as f64, l.mtu, c.spec, p.size)
@@ -317,6 +364,7 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: PP,
+        rpm: None,
         read: |p, c| {
             let l = c.link?;
             arithmetic::shaper_rtt_ns(l.rate_bps? as f64, l.mtu, c.spec, p.size)
@@ -328,13 +376,18 @@ pub const METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |_, c| c.link?.rate_bps.map(|r| r as f64 / 1e6),
     },
 ];
 
-/// Every figure: [`METRICS`] and the cost figures ([`cost`]).
+/// Every figure: [`METRICS`], the cost figures ([`cost`]) and the responsiveness test's
+/// ([`rpm`]).
 pub fn all() -> impl Iterator<Item = &'static Metric> {
-    METRICS.iter().chain(cost::COST_METRICS)
+    METRICS
+        .iter()
+        .chain(cost::COST_METRICS)
+        .chain(rpm::RPM_METRICS)
 }
 
 /// The figure called `name`.
@@ -348,13 +401,25 @@ pub fn names() -> String {
 }
 
 impl Metric {
-    /// True when `pattern` measures this figure.
-    pub fn measured_by(&self, pattern: Pattern) -> bool {
-        self.patterns.is_empty() || self.patterns.contains(&pattern)
+    /// True when a cell that measures `what` measures this figure: a responsiveness test
+    /// only its own figures, a pattern the figures of every pattern and its own.
+    pub fn measured_by(&self, what: Measures) -> bool {
+        match what {
+            Measures::Rpm => self.rpm.is_some(),
+            Measures::Pattern(p) => {
+                self.rpm.is_none() && (self.patterns.is_empty() || self.patterns.contains(&p))
+            }
+        }
     }
 
-    /// The patterns that measure it, for messages.
+    /// What measures it, for messages.
     pub fn pattern_list(&self) -> String {
+        if self.rpm.is_some() {
+            return "an rpm run (`command = \"rpm\"`)".into();
+        }
+        if self.patterns.is_empty() {
+            return "every pattern".into();
+        }
         self.patterns
             .iter()
             .map(|p| p.name())
@@ -387,7 +452,14 @@ mod tests {
         assert_eq!(MetricUnit::Mbps.format(1500.0), "1.500 Gbit/s");
         assert_eq!(MetricUnit::Fraction.format(0.0123), "1.230%");
         assert_eq!(sig(0.01234), "0.0123");
-        assert!(metric("rtt_p50").unwrap().measured_by(Pattern::Pingpong));
-        assert!(!metric("rtt_p50").unwrap().measured_by(Pattern::Stream));
+        let pp = Measures::Pattern(Pattern::Pingpong);
+        assert!(metric("rtt_p50").unwrap().measured_by(pp));
+        assert!(!metric("rtt_p50")
+            .unwrap()
+            .measured_by(Measures::Pattern(Pattern::Stream)));
+        assert!(metric("throughput").unwrap().measured_by(pp));
+        assert!(!metric("throughput").unwrap().measured_by(Measures::Rpm));
+        assert!(metric("rpm_download").unwrap().measured_by(Measures::Rpm));
+        assert!(!metric("rpm_download").unwrap().measured_by(pp));
     }
 }

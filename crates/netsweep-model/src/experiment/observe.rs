@@ -10,14 +10,17 @@ use super::metric::{Combine, Metric, MetricUnit, PointContext};
 use super::spread::{spread, Spread};
 use super::verdict::{evaluate, Outcome, Verdict};
 use crate::results::{PointResult, RunResult};
+use crate::rpm::result::RpmResult;
 use crate::window;
 use serde::{Deserialize, Serialize};
 
-/// The results of every cell's repetitions: `runs[cell][rep − 1]` holds each client's results.
+/// The results of every cell's repetitions: `runs[cell][rep − 1]` holds each client's results
+/// of `netsweep run`, `rpm[cell][rep − 1]` each client's of `netsweep rpm`.
 #[derive(Debug, Clone)]
 pub struct Observations<'a> {
     repeat: u32,
     runs: Vec<Vec<Vec<&'a RunResult>>>,
+    rpm: Vec<Vec<Vec<&'a RpmResult>>>,
 }
 
 impl<'a> Observations<'a> {
@@ -26,16 +29,21 @@ impl<'a> Observations<'a> {
         Observations {
             repeat,
             runs: vec![vec![Vec::new(); repeat as usize]; cells],
+            rpm: vec![vec![Vec::new(); repeat as usize]; cells],
+        }
+    }
+
+    /// Adds one client's responsiveness test of `cell`'s repetition `rep` (from 1);
+    /// out-of-range is ignored.
+    pub fn add_rpm(&mut self, cell: usize, rep: u32, result: &'a RpmResult) {
+        if let Some(slot) = slot(&mut self.rpm, cell, rep) {
+            slot.push(result);
         }
     }
 
     /// Adds one client's results of `cell`'s repetition `rep` (from 1); out-of-range is ignored.
     pub fn add(&mut self, cell: usize, rep: u32, result: &'a RunResult) {
-        if let Some(slot) = self
-            .runs
-            .get_mut(cell)
-            .and_then(|c| c.get_mut(rep.wrapping_sub(1) as usize))
-        {
+        if let Some(slot) = slot(&mut self.runs, cell, rep) {
             slot.push(result);
         }
     }
@@ -52,6 +60,25 @@ impl<'a> Observations<'a> {
             .and_then(|c| c.get(rep.wrapping_sub(1) as usize))
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+
+    /// Responsiveness tests of one repetition of a cell.
+    pub fn rpm_results(&self, cell: usize, rep: u32) -> &[&'a RpmResult] {
+        self.rpm
+            .get(cell)
+            .and_then(|c| c.get(rep.wrapping_sub(1) as usize))
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// True when one repetition of a cell measured anything: a point, or a responsiveness
+    /// test with a direction.
+    pub fn measured(&self, cell: usize, rep: u32) -> bool {
+        self.results(cell, rep).iter().any(|r| !r.points.is_empty())
+            || self
+                .rpm_results(cell, rep)
+                .iter()
+                .any(|r| !r.directions.is_empty())
     }
 
     /// Every size any repetition of `cell` measured, ascending.
@@ -96,14 +123,22 @@ impl<'a> Observations<'a> {
     /// clients, a rate is each one's over its window ([`window::MeasuredWindow::duty`]): the
     /// sum is what they moved together, not rates taken while others were between trials.
     pub fn value(&self, cell: usize, rep: u32, m: &Metric, size: Option<u64>) -> Option<f64> {
+        if let Some(read) = m.rpm {
+            // A responsiveness test's figure: each client's, no sizes, no windows to align.
+            let tests = self.rpm_results(cell, rep);
+            let values: Option<Vec<f64>> = tests
+                .iter()
+                .map(|r| read(r).filter(|v| v.is_finite()))
+                .collect();
+            return combine(m.combine, &values?);
+        }
         let clients = self.results(cell, rep);
         let points = self.points(cell, rep, size)?;
         if points.is_empty() || self.apart(cell, rep, size).is_some() {
             return None;
         }
         let several = clients.len() > 1;
-        let mut acc = 0.0;
-        let mut squares = 0.0;
+        let mut values = Vec::with_capacity(points.len());
         for (r, p) in clients.iter().zip(points) {
             let link = r.lab.as_ref().and_then(|l| link_of(l, &r.peer, &r.spec));
             let ctx = PointContext {
@@ -116,15 +151,9 @@ impl<'a> Observations<'a> {
                 // Over its window, its gaps between trials idle: the others ran through them.
                 v *= p.window.map_or(1.0, |w| w.duty());
             }
-            acc += v;
-            squares += v * v;
+            values.push(v);
         }
-        Some(match m.combine {
-            Combine::Sum => acc,
-            Combine::Mean => acc / clients.len() as f64,
-            Combine::Jain if squares > 0.0 => acc * acc / (clients.len() as f64 * squares),
-            Combine::Jain => return None,
-        })
+        combine(m.combine, &values)
     }
 
     /// The figure in every repetition (index r − 1).
@@ -202,6 +231,27 @@ impl<'a> Observations<'a> {
         }
         None
     }
+}
+
+/// The results of `cell`'s repetition `rep` (from 1), if both are in range.
+fn slot<T>(all: &mut [Vec<Vec<T>>], cell: usize, rep: u32) -> Option<&mut Vec<T>> {
+    all.get_mut(cell)?.get_mut(rep.wrapping_sub(1) as usize)
+}
+
+/// The clients' values of one repetition combined as `how` says; `None` for no clients.
+fn combine(how: Combine, values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let acc: f64 = values.iter().sum();
+    let squares: f64 = values.iter().map(|v| v * v).sum();
+    Some(match how {
+        Combine::Sum => acc,
+        Combine::Mean => acc / n,
+        Combine::Jain if squares > 0.0 => acc * acc / (n * squares),
+        Combine::Jain => return None,
+    })
 }
 
 /// Figures of what crossed the link one way, which cannot exceed its rate.

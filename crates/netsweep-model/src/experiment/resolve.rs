@@ -25,7 +25,23 @@ pub fn resolve(
                 metric::names()
             ));
         };
-        let cells = design.select(&f.selector)?;
+        let mut cells = design.select(&f.selector)?;
+        // Of the cells the selector picks, those that measure the figure: a scenario whose
+        // runs measure different things (a pingpong and an rpm test) names the figure, not
+        // the run. A cell without facts is a `netsweep run`'s, of a pattern not known yet.
+        if cells.len() > 1 {
+            let measuring: Vec<usize> = cells
+                .iter()
+                .copied()
+                .filter(|&c| match facts(c) {
+                    Some(x) => m.measured_by(x.measures),
+                    None => m.rpm.is_none(),
+                })
+                .collect();
+            if !measuring.is_empty() {
+                cells = measuring;
+            }
+        }
         let cell = match cells[..] {
             [c] => c,
             [] => {
@@ -55,11 +71,11 @@ pub fn resolve(
         };
         let mut size = f.size;
         if let Some(facts) = facts(cell) {
-            if !m.measured_by(facts.pattern) {
+            if !m.measured_by(facts.measures) {
                 return Err(format!(
-                    "{}: {} pattern does not measure {} (only {} does)",
+                    "{}: {} does not measure {} (only {} does)",
                     show(f),
-                    facts.pattern.name(),
+                    facts.measures.name(),
                     f.metric,
                     m.pattern_list()
                 ));

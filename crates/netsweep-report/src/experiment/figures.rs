@@ -186,11 +186,7 @@ pub fn draw(spec: &FigureSpec, design: &Design, obs: &Observations<'_>) -> Optio
     let fewest = panels
         .iter()
         .flat_map(|p| &p.cells)
-        .map(|&ci| {
-            (1..=reps)
-                .filter(|&r| obs.results(ci, r).iter().any(|res| !res.points.is_empty()))
-                .count() as u32
-        })
+        .map(|&ci| (1..=reps).filter(|&r| obs.measured(ci, r)).count() as u32)
         .min()
         .unwrap_or(reps);
     let of = if fewest < reps {

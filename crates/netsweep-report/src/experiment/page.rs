@@ -417,10 +417,33 @@ fn effect_section(o: &mut String, p: &Page<'_>) {
     o.push('\n');
 }
 
+/// A responsiveness test's arithmetic: the queue toward the client under download, the round
+/// trip through it full (the delays both ways plus Q ÷ R) and the RPM of that round trip.
+fn queue_facts(t: &netsweep_model::rpm::result::RpmResult) -> Option<String> {
+    let (delays, rate, queue) = metric::rpm::path_of(t, "download")?;
+    let full = metric::rpm::full_queue_rtt(t, "download")?;
+    Some(format!(
+        "under download, the path emulator's queue toward the client holds {queue:.0} bytes \
+         at {}: Q ÷ R = {}; with the delays both ways ({}) a full queue's round trip is {}, \
+         and 60 s ÷ that is {} RPM",
+        MetricUnit::Mbps.format(rate / 1e6),
+        MetricUnit::Nanos.format(queue * 8.0 / rate * 1e9),
+        MetricUnit::Nanos.format(delays),
+        MetricUnit::Nanos.format(full),
+        sig(60e9 / full)
+    ))
+}
+
 fn arithmetic_section(o: &mut String, p: &Page<'_>) {
     let d = p.design;
     let mut rows = Vec::new();
     for (ci, _) in d.cells.iter().enumerate() {
+        if let Some(t) = (1..=p.obs.repeat()).find_map(|rep| p.obs.rpm_results(ci, rep).first()) {
+            if let Some(facts) = queue_facts(t) {
+                rows.push(format!("| {} | {facts} |", cell_row(d, ci)));
+            }
+            continue;
+        }
         let Some(r) = (1..=p.obs.repeat()).find_map(|rep| p.obs.results(ci, rep).first().copied())
         else {
             continue;

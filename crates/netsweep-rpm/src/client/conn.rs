@@ -50,7 +50,7 @@ pub async fn open(
     let name = ServerName::try_from(ep.host.clone())
         .map_err(|e| format!("{}: not a TLS server name: {e}", ep.host))?;
     let t0 = Instant::now();
-    let stream = tokio::time::timeout(
+    let mut stream = tokio::time::timeout(
         timeout,
         tokio_rustls::TlsConnector::from(tls.clone()).connect(name, s),
     )
@@ -63,6 +63,7 @@ pub async fn open(
     })?
     .map_err(|e| format!("{}: TLS: {e}", ep.authority()))?;
     let took = t0.elapsed();
+    stream.get_mut().1.set_buffer_limit(Some(sock::TLS_BUFFER));
     let (_, c) = stream.get_ref();
     let tls_version = match c.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_2) => "TLS 1.2",

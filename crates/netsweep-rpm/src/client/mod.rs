@@ -12,7 +12,7 @@ use crate::config::{self, Document, Endpoint};
 use conn::ReqBody;
 use hyper::client::conn::http2::SendRequest;
 use netsweep_model::rpm::{self as model, Foreign, Params, Ramp, SelfProbe, Step};
-pub use result::{Direction, Idle, Interval, RpmResult};
+pub use result::{Direction, Idle, Interval, Report, RpmResult};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -101,6 +101,8 @@ async fn test(
         params: opts.params,
         idle,
         directions,
+        lab: None,
+        warnings: Vec::new(),
     })
 }
 

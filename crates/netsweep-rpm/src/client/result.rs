@@ -1,102 +1,16 @@
-//! What `netsweep rpm` found, as its JSON results file holds it (schema `netsweep-rpm`) and
-//! as its table shows it.
+//! How `netsweep rpm` shows what it found ([`RpmResult`], the model's): its table and its
+//! OpenMetrics exposition.
 
-use netsweep_model::rpm::{Params, Responsiveness};
-use serde::{Deserialize, Serialize};
+pub use netsweep_model::rpm::result::{Direction, Idle, Interval, RpmResult, SCHEMA};
 use std::fmt::Write as _;
 
-/// The `schema` value of a responsiveness results file.
-pub const SCHEMA: &str = "netsweep-rpm";
-
-/// A whole test: both directions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RpmResult {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// The netsweep that measured.
-    pub tool_version: String,
-    /// When the test started (RFC 3339, UTC).
-    pub started: String,
-    /// The configuration document's URL.
-    pub config_url: String,
-    /// The large, small and upload URLs it named.
-    pub urls: [String; 3],
-    /// How the server's certificate was checked: `pinned AB:CD:…`, `system roots`, or
-    /// `insecure` (not at all).
-    pub trust: String,
-    /// The TLS version of the connections.
-    pub tls_version: String,
-    /// The draft's parameters the test ran with.
-    pub params: Params,
-    /// Foreign probes on the idle path, before any load.
-    pub idle: Option<Idle>,
-    /// Download, then upload.
-    pub directions: Vec<Direction>,
-}
-
-/// The idle path: foreign probes one after another before any load, their trimmed means.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Idle {
-    /// 60 s over the mean of the three phases.
-    pub rpm: f64,
-    /// The TCP handshake, milliseconds.
-    pub tcp_ms: f64,
-    /// The TLS handshake over its round trips, milliseconds.
-    pub tls_ms: f64,
-    /// The GET, milliseconds.
-    pub http_ms: f64,
-    /// Probes.
-    pub probes: usize,
-}
-
-/// One direction's test.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Direction {
-    /// `download` or `upload`.
-    pub direction: String,
-    /// `stable` (goodput and responsiveness both were) or `out of time` (the interval budget
-    /// ran out first: the numbers are the last interval's, not a stable result).
-    pub outcome: String,
-    /// The last moving average of aggregate goodput, bits per second.
-    pub goodput_bps: f64,
-    /// When goodput saturated (seconds from the direction's start), if it did.
-    pub goodput_saturated_s: Option<f64>,
-    /// When responsiveness was stable, if it was.
-    pub rpm_stable_s: Option<f64>,
-    /// Load-generating connections started (one that failed is counted, and its error is
-    /// in `load_errors`).
-    pub connections: usize,
-    /// The responsiveness of the last window (the last MAD intervals' probes).
-    pub responsiveness: Option<Responsiveness>,
-    /// A 95 % bootstrap interval of that RPM over the window's probes.
-    pub rpm_interval95: Option<(f64, f64)>,
-    /// How long the direction took, seconds.
-    pub duration_s: f64,
-    /// Bytes the load-generating connections moved.
-    pub bytes: u64,
-    /// Probes that failed (a timeout, a reset).
-    pub probe_errors: u64,
-    /// The first few load-generating connections' failures.
-    pub load_errors: Vec<String>,
-    /// Each interval as it ended.
-    pub intervals: Vec<Interval>,
-}
-
-/// One interval of a direction.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Interval {
-    /// Seconds from the direction's start to the interval's end.
-    pub t_s: f64,
-    /// Bytes moved in the interval, all load-generating connections together.
-    pub bytes: u64,
-    /// The moving average of aggregate goodput at its end, bits per second.
-    pub goodput_bps: f64,
-    /// Load-generating connections open.
-    pub connections: usize,
-    /// The responsiveness of the window ending here, if it had probes of both kinds.
-    pub rpm: Option<f64>,
-    /// Probes that finished in the interval: foreign, self.
-    pub probes: (usize, usize),
+/// How a result is shown: the table `netsweep rpm` prints and the OpenMetrics exposition.
+pub trait Report {
+    /// The table `netsweep rpm` prints.
+    fn render(&self) -> String;
+    /// The OpenMetrics exposition `netsweep rpm --openmetrics` prints (and the exporter's
+    /// `pattern=rpm` probe answers with).
+    fn openmetrics(&self) -> String;
 }
 
 fn rate(bps: f64) -> String {
@@ -107,9 +21,8 @@ fn rate(bps: f64) -> String {
     }
 }
 
-impl RpmResult {
-    /// The table `netsweep rpm` prints.
-    pub fn render(&self) -> String {
+impl Report for RpmResult {
+    fn render(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,
@@ -173,13 +86,11 @@ impl RpmResult {
         }
         s
     }
-}
 
-impl RpmResult {
     /// The OpenMetrics exposition `netsweep rpm --openmetrics` prints (and the exporter's
     /// `pattern=rpm` probe answers with): per direction the RPM, its interval, whether it was
     /// stable, the goodput and the loaded round trip; the idle round trip; then `# EOF`.
-    pub fn openmetrics(&self) -> String {
+    fn openmetrics(&self) -> String {
         let mut s = String::new();
         let fam = |s: &mut String, name: &str, unit: Option<&str>, help: &str| {
             let _ = writeln!(s, "# TYPE {name} gauge");

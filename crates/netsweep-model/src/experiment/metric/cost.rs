@@ -77,6 +77,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| per(cpu_ns(&p.client), p.client.messages_sent),
     },
     Metric {
@@ -85,6 +86,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Nanos,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| per(cpu_ns(&p.server), p.server.messages_received),
     },
     Metric {
@@ -93,6 +95,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.client.system_busy),
     },
     Metric {
@@ -101,6 +104,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.throughput_mbps.mean),
     },
     Metric {
@@ -109,6 +113,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Jain,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.throughput_mbps.mean),
     },
     Metric {
@@ -117,6 +122,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Sum,
         patterns: STREAMS,
+        rpm: None,
         read: |p, c| {
             if c.spec.reverse {
                 return None;
@@ -131,6 +137,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: STREAMS,
+        rpm: None,
         read: |p, _| loss_socket(p),
     },
     Metric {
@@ -139,6 +146,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: STREAMS,
+        rpm: None,
         read: |p, _| loss_qdisc(p),
     },
     Metric {
@@ -147,6 +155,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Fraction,
         combine: Combine::Mean,
         patterns: STREAMS,
+        rpm: None,
         read: |p, _| {
             let l = p.loss.as_ref()?.ratio;
             Some((l - loss_socket(p).unwrap_or(0.0) - loss_qdisc(p).unwrap_or(0.0)).max(0.0))
@@ -158,6 +167,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| per_sent(p, &p.client, "Ip.FragCreates"),
     },
     Metric {
@@ -166,6 +176,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| per_sent(p, &p.server, "Ip.ReasmReqds"),
     },
     Metric {
@@ -174,6 +185,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| {
             per(
                 p.server.kernel.get("Ip.ReasmReqds") as f64,
@@ -187,6 +199,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |p, _| Some(p.client.cpu_utilisation),
     },
     Metric {
@@ -195,6 +208,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Plain,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |_, c| emulator_util(c.lab),
     },
     Metric {
@@ -203,6 +217,7 @@ pub const COST_METRICS: &[Metric] = &[
         unit: MetricUnit::Mbps,
         combine: Combine::Mean,
         patterns: &[],
+        rpm: None,
         read: |_, c| emulated_mbps(c.lab),
     },
 ];

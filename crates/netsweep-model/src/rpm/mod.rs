@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod result;
+
 /// The draft's test parameters (its §4.4 names in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Params {
