@@ -294,7 +294,14 @@ pub fn write_page(
                 )
                 .cloned()
                 .collect();
-            runs.push((c.run.clone(), base.join(" ")));
+            let command = match r.command {
+                RunCommand::Run => "run",
+                RunCommand::Rpm => "rpm",
+            };
+            runs.push((
+                c.run.clone(),
+                format!("{command} SERVER {}", base.join(" ")),
+            ));
         }
     }
     let provenance = provenance(&loaded, tests.len());

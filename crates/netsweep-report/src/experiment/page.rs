@@ -25,7 +25,8 @@ pub struct Page<'a> {
     pub notes: Option<&'a str>,
     /// The lab, one line per host, link or tunnel.
     pub setup: &'a [String],
-    /// Each `[[run]]`: its name and the `netsweep run` arguments every cell shares.
+    /// Each `[[run]]`: its name and the netsweep command line every cell shares (`run
+    /// SERVER -p pingpong …`, `rpm SERVER --download-only …`).
     pub runs: &'a [(String, String)],
     /// The design.
     pub design: &'a Design,
@@ -139,7 +140,7 @@ pub fn render(p: &Page<'_>) -> String {
     for (name, args) in p.runs {
         let _ = writeln!(
             o,
-            "- run `{name}`: `netsweep run SERVER {args}` plus each cell's levels"
+            "- run `{name}`: `netsweep {args}` plus each cell's levels"
         );
     }
     let _ = writeln!(
@@ -286,7 +287,17 @@ fn cells(o: &mut String, p: &Page<'_>) {
             "| {head} | median | mean | min – max | interval of the median | within one run |"
         );
         let _ = writeln!(o, "|{}---|---|---|---|---|---|", "---|".repeat(keys));
+        // The cells of the runs of the figure's kind: a pingpong's round trip is no row of
+        // an rpm run's, nor an RPM of a pingpong's.
+        let rpm_run = |run: &str| {
+            d.cells.iter().enumerate().any(|(c, cell)| {
+                cell.run == run && (1..=p.obs.repeat()).any(|r| !p.obs.rpm_results(c, r).is_empty())
+            })
+        };
         for (ci, _) in d.cells.iter().enumerate() {
+            if rpm_run(&d.cells[ci].run) != m.rpm.is_some() {
+                continue;
+            }
             let f = |v: f64| m.unit.format(v);
             let cell = cell_row(d, ci);
             match p.obs.spread(ci, m, *size) {
