@@ -1,4 +1,4 @@
-//! A body of zeros in 64 KiB frames — `/large`'s on the server, an upload's on the client —
+//! A body of zeros in 16 KiB frames — `/large`'s on the server, an upload's on the client —
 //! each frame counted when the connection asks for it (HTTP/2 asks for the next once it has
 //! room, so the count leads the wire by at most a frame and the windows), ended by its size,
 //! a stop flag (Ok: a short upload) or a deadline (an error: the client sees a reset stream,
@@ -28,7 +28,7 @@ impl Zeros {
     pub fn new(left: u64, counter: Option<Arc<AtomicU64>>) -> Self {
         Self {
             left,
-            chunk: Bytes::from(vec![0u8; 64 << 10]),
+            chunk: Bytes::from(vec![0u8; 16 << 10]),
             counter,
             stop: None,
             until: None,

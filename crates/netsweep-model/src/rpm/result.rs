@@ -70,9 +70,12 @@ pub struct Direction {
     pub goodput_saturated_s: Option<f64>,
     /// When responsiveness was stable, if it was.
     pub rpm_stable_s: Option<f64>,
-    /// Load-generating connections started (one that failed is counted, and its error is
-    /// in `load_errors`).
+    /// Load-generating connections open at the end (the ramp's count).
     pub connections: usize,
+    /// Load-generating connections that failed (each replaced by a new one, as many times
+    /// as MNP at most; the first errors are in `load_errors`).
+    #[serde(default)]
+    pub connections_failed: usize,
     /// The responsiveness of the last window (the last MAD intervals' probes).
     pub responsiveness: Option<Responsiveness>,
     /// A 95 % bootstrap interval of that RPM over the window's probes.

@@ -157,8 +157,11 @@ async fn idle(
 struct Shared {
     bytes: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    loads: Mutex<Vec<SendRequest<ReqBody>>>,
+    /// The open load-generating connections, by their number.
+    loads: Mutex<Vec<(usize, SendRequest<ReqBody>)>>,
     load_errors: Mutex<Vec<String>>,
+    /// Load-generating connections that failed since the direction last looked.
+    failed: AtomicUsize,
     foreign: Mutex<Vec<Foreign>>,
     selfp: Mutex<Vec<SelfProbe>>,
     probe_errors: AtomicU64,
@@ -170,8 +173,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Opens one load-generating connection and keeps it loaded until the direction stops.
+/// Opens load-generating connection `id` and keeps it loaded until the direction stops; one
+/// that fails leaves the open set (no probe picks it again) and is counted in `failed`.
 fn spawn_load(
+    id: usize,
     download: bool,
     urls: &Urls,
     tls: &Arc<rustls::ClientConfig>,
@@ -187,9 +192,9 @@ fn spawn_load(
     tokio::spawn(async move {
         let mut o = match conn::open(&ep, &tls, timeout).await {
             Ok(o) => o,
-            Err(e) => return note_error(&sh, e),
+            Err(e) => return load_failed(&sh, id, e),
         };
-        lock(&sh.loads).push(o.send.clone());
+        lock(&sh.loads).push((id, o.send.clone()));
         while !sh.stop.load(Ordering::Relaxed) {
             let r = if download {
                 // No deadline of its own beyond the direction's: a large object takes long.
@@ -214,7 +219,7 @@ fn spawn_load(
             };
             if let Err(e) = r {
                 if !sh.stop.load(Ordering::Relaxed) {
-                    note_error(&sh, e);
+                    load_failed(&sh, id, e);
                 }
                 return;
             }
@@ -222,7 +227,11 @@ fn spawn_load(
     })
 }
 
-fn note_error(sh: &Shared, e: String) {
+/// Load-generating connection `id` failed with `e`: out of the open set, counted, and its
+/// error kept (the first few).
+fn load_failed(sh: &Shared, id: usize, e: String) {
+    lock(&sh.loads).retain(|(i, _)| *i != id);
+    sh.failed.fetch_add(1, Ordering::Relaxed);
     let mut v = lock(&sh.load_errors);
     if v.len() < 5 {
         v.push(e);
@@ -242,6 +251,9 @@ fn spawn_probes(
     // MPS = 100 probes a second: a foreign and a self probe every 20 ms.
     let every = Duration::from_millis(20);
     tokio::spawn(async move {
+        // The probes in flight: aborted with this task when the direction ends, so none of
+        // them runs on into the next direction's load.
+        let mut flying = tokio::task::JoinSet::new();
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let interval_of = move |t: Instant| {
@@ -250,10 +262,11 @@ fn spawn_probes(
         let mut pick = 0x9E37_79B9_7F4A_7C15u64;
         while !sh.stop.load(Ordering::Relaxed) {
             tick.tick().await;
+            while flying.try_join_next().is_some() {}
             if sh.out_foreign.load(Ordering::Relaxed) < MAX_OUTSTANDING {
                 sh.out_foreign.fetch_add(1, Ordering::Relaxed);
                 let (small, tls, sh) = (small.clone(), tls.clone(), sh.clone());
-                tokio::spawn(async move {
+                flying.spawn(async move {
                     match foreign(&small, &tls, timeout).await {
                         Ok((tcp, tls_t, http)) => lock(&sh.foreign).push(Foreign {
                             interval: interval_of(Instant::now()),
@@ -275,13 +288,13 @@ fn spawn_probes(
             pick ^= pick << 17;
             let send = {
                 let loads = lock(&sh.loads);
-                (!loads.is_empty()).then(|| loads[(pick % loads.len() as u64) as usize].clone())
+                (!loads.is_empty()).then(|| loads[(pick % loads.len() as u64) as usize].1.clone())
             };
             if let Some(mut send) = send {
                 if sh.out_self.load(Ordering::Relaxed) < MAX_OUTSTANDING {
                     sh.out_self.fetch_add(1, Ordering::Relaxed);
                     let (small, sh) = (small.clone(), sh.clone());
-                    tokio::spawn(async move {
+                    flying.spawn(async move {
                         match conn::get(&mut send, &small, None, None, timeout).await {
                             Ok((_, http)) => lock(&sh.selfp).push(SelfProbe {
                                 interval: interval_of(Instant::now()),
@@ -311,8 +324,9 @@ async fn direction(
     let name = if download { "download" } else { "upload" };
     let sh = Arc::new(Shared::default());
     let start = Instant::now();
-    let mut tasks = vec![spawn_load(download, urls, tls, &sh, opts.timeout)];
-    let mut connections = 1;
+    let mut tasks = vec![spawn_load(0, download, urls, tls, &sh, opts.timeout)];
+    // Started, and of those failed: the ramp counts the ones open (started − failed).
+    let (mut started, mut failed) = (1, 0);
     tasks.push(spawn_probes(&urls.small, tls, &sh, start, p, opts.timeout));
     let mut ramp = Ramp::new(p);
     let mut intervals = Vec::new();
@@ -323,6 +337,16 @@ async fn direction(
         tokio::time::sleep_until((start + id * (k as u32 + 1)).into()).await;
         let bytes = sh.bytes.swap(0, Ordering::Relaxed);
         total += bytes;
+        // A failed load connection is replaced, MNP times a direction at most (a server
+        // that refuses every one is not asked forever).
+        for _ in 0..sh.failed.swap(0, Ordering::Relaxed) {
+            failed += 1;
+            if failed <= p.max_connections {
+                tasks.push(spawn_load(started, download, urls, tls, &sh, opts.timeout));
+                started += 1;
+            }
+        }
+        let connections = started - failed.min(started);
         let f = lock(&sh.foreign).clone();
         let s = lock(&sh.selfp).clone();
         let step = ramp.end_interval(bytes, &f, &s, connections);
@@ -352,8 +376,8 @@ async fn direction(
         match step {
             Step::Continue { add_connection } => {
                 if add_connection {
-                    tasks.push(spawn_load(download, urls, tls, &sh, opts.timeout));
-                    connections += 1;
+                    tasks.push(spawn_load(started, download, urls, tls, &sh, opts.timeout));
+                    started += 1;
                 }
             }
             Step::Stable => break "stable",
@@ -377,7 +401,8 @@ async fn direction(
         goodput_bps: ramp.goodput_bps().unwrap_or(0.0),
         goodput_saturated_s: ramp.goodput_saturated.map(|(i, _)| secs(i)),
         rpm_stable_s: ramp.rpm_stable.map(|(i, _)| secs(i)),
-        connections,
+        connections: started - failed.min(started),
+        connections_failed: failed,
         responsiveness: model::responsiveness(&wf, &ws, p.trim),
         rpm_interval95: model::bootstrap(&wf, &ws, p.trim, RESAMPLES, 0x5EED),
         duration_s: start.elapsed().as_secs_f64(),

@@ -68,10 +68,15 @@ impl Report for RpmResult {
                 });
             let _ = writeln!(
                 s,
-                "             goodput {} on {} connection{}; {sat}, {stable}; {} in {:.1} s{}",
+                "             goodput {} on {} connection{}{}; {sat}, {stable}; {} in {:.1} s{}",
                 rate(d.goodput_bps),
                 d.connections,
                 if d.connections == 1 { "" } else { "s" },
+                if d.connections_failed > 0 {
+                    format!(" ({} failed and were replaced)", d.connections_failed)
+                } else {
+                    String::new()
+                },
                 d.outcome,
                 d.duration_s,
                 if d.probe_errors > 0 {
