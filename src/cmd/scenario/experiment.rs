@@ -213,10 +213,12 @@ pub fn write_page(
             v
         })
         .collect();
-    let pattern = loaded
-        .first()
-        .map(|x| x.2.spec.pattern)
-        .unwrap_or(netsweep_model::spec::Pattern::Pingpong);
+    // What the first results measured: a pattern, or (with none of `netsweep run`'s) RPM.
+    let pattern = match (loaded.first(), tests.first()) {
+        (Some(x), _) => Measures::Pattern(x.2.spec.pattern),
+        (None, Some(_)) => Measures::Rpm,
+        (None, None) => Measures::Pattern(netsweep_model::spec::Pattern::Pingpong),
+    };
     let several_sizes = (0..s.design.cells.len()).any(|c| obs.sizes(c).len() > 1);
     let specs = if s.figures.is_empty() {
         figure::defaults(&s.design, pattern, several_sizes)
@@ -269,8 +271,10 @@ pub fn write_page(
         }
     }
     if headline.is_empty() {
-        if let (Some(m), Some(size)) = (metric::metric(figure::headline(pattern)), common) {
-            headline.push((m, Some(size)));
+        match metric::metric(figure::headline(pattern)) {
+            Some(m) if m.rpm.is_some() => headline.push((m, None)),
+            Some(m) if common.is_some() => headline.push((m, common)),
+            _ => {}
         }
     }
     let cells = terminal_cells(s, &obs, &headline);

@@ -3,7 +3,7 @@
 //! and the figures a scenario gets when it asks for none.
 
 use super::design::{quoted, Design};
-use super::metric;
+use super::metric::{self, Measures};
 use crate::spec::Pattern;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -153,20 +153,21 @@ impl FigureSpec {
 
 /// The figure a pattern is read by: the round trip for pingpong, connection setup for crr,
 /// the receiver's goodput for stream, the throughput otherwise.
-pub fn headline(pattern: Pattern) -> &'static str {
-    match pattern {
-        Pattern::Pingpong => "rtt_p50",
-        Pattern::Crr => "connect_p50",
-        Pattern::Stream => "receiver_mbps",
-        _ => "throughput",
+pub fn headline(what: Measures) -> &'static str {
+    match what {
+        Measures::Pattern(Pattern::Pingpong) => "rtt_p50",
+        Measures::Pattern(Pattern::Crr) => "connect_p50",
+        Measures::Pattern(Pattern::Stream) => "receiver_mbps",
+        Measures::Pattern(_) => "throughput",
+        Measures::Rpm => "rpm_download",
     }
 }
 
 /// The figures of a scenario that asks for none: the headline figure against the first
 /// factor (series: the second, panels: the third), and against size (series: the first
-/// factor) when the cells measure several sizes.
-pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<FigureSpec> {
-    let y = headline(pattern).to_string();
+/// factor) when the cells measure several sizes (a responsiveness test has none).
+pub fn defaults(design: &Design, what: Measures, several_sizes: bool) -> Vec<FigureSpec> {
+    let y = headline(what).to_string();
     let names: Vec<&str> = design.factors.iter().map(|f| f.name.as_str()).collect();
     let mut out = Vec::new();
     if let Some(first) = names.first() {
@@ -186,7 +187,7 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
             y_zero: None,
         });
     }
-    if several_sizes || names.is_empty() {
+    if (several_sizes || names.is_empty()) && what != Measures::Rpm {
         out.push(FigureSpec {
             id: format!("{y}-by-size"),
             title: None,
@@ -204,4 +205,35 @@ pub fn defaults(design: &Design, pattern: Pattern, several_sizes: bool) -> Vec<F
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiment::design::{Factor, FactorKind};
+
+    #[test]
+    fn a_responsiveness_tests_default_figure_is_its_rpm_against_a_factor_never_size() {
+        let factor = Factor {
+            name: "aqm".into(),
+            label: "queue management".into(),
+            kind: FactorKind::Args,
+            levels: Vec::new(),
+        };
+        let one = Design {
+            factors: vec![factor],
+            ..Design::default()
+        };
+        let rpm = defaults(&one, Measures::Rpm, false);
+        assert_eq!(rpm.len(), 1);
+        assert_eq!(
+            (rpm[0].y.as_str(), rpm[0].x.as_str()),
+            ("rpm_download", "aqm")
+        );
+        // No factor: a pattern gets its figure against size, a responsiveness test nothing.
+        let none = Design::default();
+        assert!(defaults(&none, Measures::Rpm, false).is_empty());
+        let pp = defaults(&none, Measures::Pattern(Pattern::Pingpong), false);
+        assert_eq!((pp[0].y.as_str(), pp[0].x.as_str()), ("rtt_p50", "size"));
+    }
 }
