@@ -117,10 +117,14 @@ fn rpm_across_a_bottleneck_queue_adds_its_q_over_r_to_the_foreign_round_trip() {
             tcp > 10.0 + 0.5 * (want - 10.0),
             "loaded {tcp} ms: the queue was not filling"
         );
-        // 100 Mbit/s of Ethernet frames carry at most 100 × 1448/1514 Mbit/s of TLS records.
+        // 100 Mbit/s of Ethernet frames carry at most 100 × 1448/1514 = 95.6 Mbit/s of TLS
+        // records. The client counts bytes as it reads them, so a window of 4 × 500 ms may
+        // hold a little of what arrived before it (the socket's backlog shrinking across it:
+        // 96.2 Mbit/s seen on an idle host): 2 % over the arithmetic at most.
+        let most = 100e6 * 1448.0 / 1514.0;
         assert!(
-            (80e6..=96e6).contains(&goodput),
-            "goodput {goodput} against 95.6 Mbit/s at most"
+            (80e6..=most * 1.02).contains(&goodput),
+            "goodput {goodput} against {most:.0} bit/s at most (+2 %)"
         );
     }
     // The page states the arithmetic from the recorded lab, and the claims were evaluated.

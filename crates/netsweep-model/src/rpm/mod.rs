@@ -210,6 +210,8 @@ pub struct Ramp {
     params: Params,
     /// Bytes every load-generating connection moved, per interval.
     bytes: Vec<u64>,
+    /// How long each interval lasted, seconds (its nominal length unless the caller timed it).
+    seconds: Vec<f64>,
     /// The moving average of aggregate goodput at each interval, bits per second.
     goodput: Vec<f64>,
     /// The responsiveness at each interval since goodput saturated.
@@ -226,6 +228,7 @@ impl Ramp {
         Self {
             params,
             bytes: Vec::new(),
+            seconds: Vec::new(),
             goodput: Vec::new(),
             rpm: Vec::new(),
             goodput_saturated: None,
@@ -263,9 +266,8 @@ impl Ramp {
         )
     }
 
-    /// Interval `self.intervals()` has ended: `bytes` is what every load-generating connection
-    /// moved in it, `foreign` and `selfp` every probe finished so far, `connections` how many
-    /// load-generating connections are open.
+    /// Interval `self.intervals()` has ended after its nominal length: see
+    /// [`Self::end_interval_after`].
     pub fn end_interval(
         &mut self,
         bytes: u64,
@@ -273,11 +275,34 @@ impl Ramp {
         selfp: &[SelfProbe],
         connections: usize,
     ) -> Step {
+        let nominal = self.params.interval_ms as f64 / 1e3;
+        self.end_interval_after(bytes, nominal, foreign, selfp, connections)
+    }
+
+    /// Interval `self.intervals()` has ended, `seconds` after the previous one (a caller whose
+    /// timer woke late says so, and its bytes are not taken as the nominal interval's): `bytes`
+    /// is what every load-generating connection moved in it, `foreign` and `selfp` every probe
+    /// finished so far, `connections` how many load-generating connections are open.
+    pub fn end_interval_after(
+        &mut self,
+        bytes: u64,
+        seconds: f64,
+        foreign: &[Foreign],
+        selfp: &[SelfProbe],
+        connections: usize,
+    ) -> Step {
         let i = self.bytes.len();
         self.bytes.push(bytes);
         let p = self.params;
-        let span = &self.bytes[(i + 1).saturating_sub(p.mad)..];
-        let seconds = span.len() as f64 * p.interval_ms as f64 / 1e3;
+        let nominal = p.interval_ms as f64 / 1e3;
+        self.seconds.push(if seconds.is_finite() && seconds > 0.0 {
+            seconds
+        } else {
+            nominal
+        });
+        let from = (i + 1).saturating_sub(p.mad);
+        let span = &self.bytes[from..];
+        let seconds: f64 = self.seconds[from..].iter().sum();
         let avg = span.iter().sum::<u64>() as f64 * 8.0 / seconds;
         self.goodput.push(avg);
         if self.goodput_saturated.is_none() && self.goodput.len() >= p.mad {
@@ -421,6 +446,35 @@ mod tests {
             == Step::Continue {
                 add_connection: true
             }));
+    }
+
+    #[test]
+    fn a_late_interval_is_divided_by_the_time_it_took() {
+        let p = Params::default();
+        let mut r = Ramp::new(p);
+        // 1 MB a second, but the third interval's timer woke 100 ms late and the fourth's on
+        // time: the third held 1.1 s of bytes and the fourth 0.9 s.
+        for (bytes, secs) in [
+            (1_000_000, 1.0),
+            (1_000_000, 1.0),
+            (1_100_000, 1.1),
+            (900_000, 0.9),
+        ] {
+            r.end_interval_after(bytes, secs, &[], &[], 1);
+        }
+        let timed = r.goodput_bps().unwrap();
+        assert!((timed - 8e6).abs() < 1.0, "{timed}");
+        // Taken as nominal seconds, the late interval alone reads 10 % high.
+        let mut n = Ramp::new(p);
+        n.end_interval(1_100_000, &[], &[], 1);
+        assert!((n.goodput_bps().unwrap() - 8.8e6).abs() < 1.0);
+        let mut t = Ramp::new(p);
+        t.end_interval_after(1_100_000, 1.1, &[], &[], 1);
+        assert!((t.goodput_bps().unwrap() - 8e6).abs() < 1.0);
+        // A nonsense length falls back to the nominal one.
+        let mut z = Ramp::new(p);
+        z.end_interval_after(1_000_000, 0.0, &[], &[], 1);
+        assert!((z.goodput_bps().unwrap() - 8e6).abs() < 1.0);
     }
 
     #[test]

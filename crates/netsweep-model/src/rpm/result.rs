@@ -99,6 +99,10 @@ pub struct Interval {
     pub t_s: f64,
     /// Bytes moved in the interval, all load-generating connections together.
     pub bytes: u64,
+    /// How long the interval lasted, seconds: its nominal length, or more when the client's
+    /// timer woke late (the goodput is the bytes over these times).
+    #[serde(default)]
+    pub seconds: f64,
     /// The moving average of aggregate goodput at its end, bits per second.
     pub goodput_bps: f64,
     /// Load-generating connections open.

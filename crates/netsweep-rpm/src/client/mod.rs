@@ -332,10 +332,15 @@ async fn direction(
     let mut intervals = Vec::new();
     let mut total = 0u64;
     let id = Duration::from_millis(p.interval_ms);
+    let mut swapped = start;
     let outcome = loop {
         let k = ramp.intervals();
         tokio::time::sleep_until((start + id * (k as u32 + 1)).into()).await;
         let bytes = sh.bytes.swap(0, Ordering::Relaxed);
+        // The bytes are of the time since the last swap, which a late wake-up lengthens.
+        let now = Instant::now();
+        let took = now.duration_since(swapped).as_secs_f64();
+        swapped = now;
         total += bytes;
         // A failed load connection is replaced, MNP times a direction at most (a server
         // that refuses every one is not asked forever).
@@ -349,12 +354,13 @@ async fn direction(
         let connections = started - failed.min(started);
         let f = lock(&sh.foreign).clone();
         let s = lock(&sh.selfp).clone();
-        let step = ramp.end_interval(bytes, &f, &s, connections);
+        let step = ramp.end_interval_after(bytes, took, &f, &s, connections);
         let (wf, ws) = ramp.window(k, &f, &s);
         let rpm = model::responsiveness(&wf, &ws, p.trim).map(|r| r.rpm);
         let row = Interval {
             t_s: (k + 1) as f64 * p.interval_ms as f64 / 1e3,
             bytes,
+            seconds: took,
             goodput_bps: ramp.goodput_bps().unwrap_or(0.0),
             connections,
             rpm,
